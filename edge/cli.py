@@ -1,0 +1,63 @@
+"""`edge <command>` and the named entry points (`edge-run`).
+
+Each command lives in its own module with ``add_arguments(parser)`` and ``main(args) -> int``; those
+modules import nothing heavy at the top, so ``--help`` is instant. An ``EdgeError`` becomes one line on
+stderr and its exit status (2 for bad input); no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+
+from edge import __version__
+from edge.errors import EdgeError
+
+# name -> (module, one-line help). A command is a module; adding one is a row here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("edge.runtime.cli", "run the camera pipeline: source -> preprocess -> infer -> postprocess -> sinks"),
+    "assets": ("edge.assets", "list or fetch the pinned demo and benchmark models and clips"),
+}
+
+
+def _guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return fn(args)
+    except EdgeError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="edge", description="Vision models on NVIDIA Jetson with TensorRT and the DLA.")
+    parser.add_argument("--version", action="version", version=f"edge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        mod = importlib.import_module(module)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_arguments(p)
+        p.set_defaults(_main=mod.main, _prog=f"edge {name}")
+    args = parser.parse_args(argv)
+    return _guard(args._prog, args._main, args)
+
+
+def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
+    def run(argv: list[str] | None = None) -> int:
+        module, help_text = COMMANDS[command]
+        mod = importlib.import_module(module)
+        parser = argparse.ArgumentParser(prog=prog, description=help_text)
+        mod.add_arguments(parser)
+        return _guard(prog, mod.main, parser.parse_args(argv))
+
+    return run
+
+
+run_main = _entry("run", "edge-run")
+
+if __name__ == "__main__":
+    sys.exit(main())

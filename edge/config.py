@@ -1,0 +1,295 @@
+"""The camera-service config: YAML in, typed dataclasses out, precise errors for anything wrong.
+
+Every key has a default, so a config file only states what differs. Unknown keys are errors (with a
+"did you mean" when a key is mistyped), and so are wrong types; each message names the file, the key
+path and what was expected. CLI flags override keys through ``key.path=value`` strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from edge.errors import ConfigError
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = None  # an ONNX file; relative paths are relative to the config file
+    asset: str | None = None  # or a pinned asset name from `edge assets list`, fetched on first use
+    engine: str | None = None  # a TensorRT engine, for the TensorRT backend
+
+
+@dataclass
+class InputConfig:
+    name: str | None = None  # input tensor; None = the model's only input
+    size: list[int] | None = None  # [width, height]; None = read from the model
+    color: Literal["rgb", "bgr"] = "rgb"
+    layout: Literal["auto", "nchw", "nhwc"] = "auto"
+    dtype: Literal["auto", "float32", "float16", "uint8"] = "auto"
+    resize: Literal["letterbox", "stretch"] = "letterbox"
+    pad_value: int = 0
+    # Normalisation, in the network's colour order: out = (pixel * scale + offset - mean) / std.
+    scale: float = 1.0 / 255.0
+    offset: float = 0.0
+    mean: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    std: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
+
+
+@dataclass
+class TaskConfig:
+    type: Literal["blazeface", "yolo", "classify"] = "blazeface"
+    score_threshold: float = 0.5
+    iou_threshold: float = 0.45
+    max_detections: int = 100
+    labels: list[str] | str | None = None  # a list, or a file with one label per line
+    top_k: int = 5  # classify
+    softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
+    yolo_layout: Literal["auto", "v5", "v8"] = "auto"
+    # BlazeFace SSD anchors: [cells per row, anchors per cell] per feature map, in output order.
+    anchor_grids: list[list[int]] = field(default_factory=lambda: [[16, 2], [8, 6]])
+
+
+@dataclass
+class ReconnectConfig:
+    initial_delay_s: float = 0.5
+    max_delay_s: float = 10.0
+    max_attempts: int = 0  # 0 = keep trying until stopped
+
+
+@dataclass
+class SourceConfig:
+    uri: str = "asset://megamind"
+    loop: bool = False
+    width: int | None = None  # capture size for cameras (csi://, /dev/videoN)
+    height: int | None = None
+    framerate: int | None = None
+    flip: int = 0  # csi://: nvvidconv flip-method 0..7
+    live: bool | None = None  # None = cameras and streams are live, files are not
+    reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
+
+
+@dataclass
+class SinksConfig:
+    results: str | None = None  # JSONL, one line per frame
+    video: str | None = None  # annotated video file
+    display: bool = False
+    summary_json: str | None = None
+
+
+@dataclass
+class PipelineConfig:
+    queue_size: int = 4
+    frames: int | None = None  # stop after reading this many frames
+    duration_s: float | None = None
+    status_interval_s: float = 2.0
+
+
+@dataclass
+class TelemetryConfig:
+    backend: Literal["none"] = "none"
+    interval_s: float = 0.1
+
+
+@dataclass
+class LoggingConfig:
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    status: bool = True  # the periodic one-line status on stderr
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    backend: Literal["onnxruntime"] = "onnxruntime"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = 0  # ONNX Runtime intra-op threads; 0 = its default
+    input: InputConfig = field(default_factory=InputConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    source: SourceConfig = field(default_factory=SourceConfig)
+    sinks: SinksConfig = field(default_factory=SinksConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    base_dir: Path = field(default_factory=Path.cwd, metadata={"internal": True})
+
+    def resolve_path(self, value: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a YAML config (or the defaults when ``path`` is None) and apply ``key.path=value`` overrides."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    origin = "defaults"
+    base = Path.cwd()
+    if path is not None:
+        p = Path(path)
+        origin = str(p)
+        if not p.is_file():
+            raise ConfigError(f"{p}: config file not found; pass an existing YAML file (e.g. configs/demo.yaml)")
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(loaded).__name__}")
+        data = loaded or {}
+        base = p.resolve().parent
+    for item in overrides or []:
+        _apply_override(data, item)
+    cfg = _build(RunConfig, data, origin, "")
+    cfg.base_dir = base
+    _check(cfg, origin)
+    return cfg
+
+
+def _apply_override(data: dict, item: str) -> None:
+    import yaml
+
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override '{item}': expected KEY.PATH=VALUE, e.g. source.uri=video.mp4")
+    node = data
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override '{item}': '{part}' is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+
+
+def _build(cls: type, data: Any, origin: str, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: key '{prefix.rstrip('.') or '<top>'}': expected a mapping of keys, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(str(key), fields, n=1)
+        hint = f"did you mean '{prefix}{close[0]}'?" if close else f"known keys here: {', '.join(fields)}"
+        raise ConfigError(f"{origin}: unknown key '{prefix}{key}'; {hint}")
+    kwargs = {name: _convert(hints[name], data[name], origin, f"{prefix}{name}") for name in data}
+    return cls(**kwargs)
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _describe(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
+    def fail() -> ConfigError:
+        return ConfigError(f"{origin}: key '{key}': expected {_describe(tp)}, got {value!r}")
+
+    org = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value if value is not None else {}, origin, key + ".")
+    if org in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise fail()
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, origin, key)
+            except ConfigError:
+                continue
+        raise fail()
+    if org is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise fail()
+    if org is list:
+        if not isinstance(value, list):
+            raise fail()
+        (item_tp,) = typing.get_args(tp)
+        return [_convert(item_tp, v, origin, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise fail()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise fail()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise fail()
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise fail()
+    raise fail()  # pragma: no cover - a schema type this loader does not know
+
+
+def _check(cfg: RunConfig, origin: str) -> None:
+    """Rules that span more than one key's type."""
+
+    def bad(key: str, expected: str, value: Any) -> ConfigError:
+        return ConfigError(f"{origin}: key '{key}': expected {expected}, got {value!r}")
+
+    m = cfg.model
+    if not (m.path or m.asset or m.engine):
+        raise ConfigError(f"{origin}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
+    if m.path and m.asset:
+        raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
+    if m.path and not cfg.resolve_path(m.path).is_file():
+        raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+    i = cfg.input
+    if i.size is not None and (len(i.size) != 2 or min(i.size) <= 0):
+        raise bad("input.size", "[width, height] with two positive integers", i.size)
+    for key in ("mean", "std"):
+        vals = getattr(i, key)
+        if len(vals) not in (1, 3):
+            raise bad(f"input.{key}", "1 or 3 numbers", vals)
+    if any(s == 0 for s in i.std):
+        raise bad("input.std", "non-zero numbers", i.std)
+    if not 0 <= i.pad_value <= 255:
+        raise bad("input.pad_value", "an integer 0..255", i.pad_value)
+    t = cfg.task
+    for key in ("score_threshold", "iou_threshold"):
+        if not 0.0 <= getattr(t, key) <= 1.0:
+            raise bad(f"task.{key}", "a number between 0 and 1", getattr(t, key))
+    if t.top_k < 1 or t.max_detections < 1:
+        raise bad("task.top_k" if t.top_k < 1 else "task.max_detections", "a positive integer", min(t.top_k, t.max_detections))
+    if any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
+        raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
+    if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
+        raise ConfigError(f"{origin}: key 'task.labels': file not found: {cfg.resolve_path(t.labels)}")
+    p = cfg.pipeline
+    if p.queue_size < 1:
+        raise bad("pipeline.queue_size", "a positive integer", p.queue_size)
+    if p.frames is not None and p.frames < 1:
+        raise bad("pipeline.frames", "a positive integer or null", p.frames)
+    if p.duration_s is not None and p.duration_s <= 0:
+        raise bad("pipeline.duration_s", "a positive number or null", p.duration_s)
+    if cfg.threads < 0:
+        raise bad("threads", "0 (the runtime's default) or a positive integer", cfg.threads)
+    r = cfg.source.reconnect
+    if r.initial_delay_s <= 0 or r.max_delay_s < r.initial_delay_s or r.max_attempts < 0:
+        raise bad("source.reconnect", "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0", dataclasses.asdict(r))
+    if not 0 <= cfg.source.flip <= 7:
+        raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)

@@ -1,0 +1,32 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+version = {}
+exec(Path("edge/__init__.py").read_text(), version)
+
+setup(
+    name="edge",
+    version=version["__version__"],
+    description="Put vision models on NVIDIA Jetson with TensorRT and the DLA: build, run, deploy.",
+    long_description=Path("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.8",
+    packages=find_packages(include=["edge", "edge.*"]),
+    package_data={"edge": ["**/*.cu", "**/*.yaml", "**/*.json"]},
+    # No OpenCV here: a Jetson keeps JetPack's cv2 (it has GStreamer for csi://; pip's wheel has not).
+    install_requires=["numpy", "pyyaml"],
+    extras_require={
+        "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
+        "ort": ["onnxruntime"],
+        "jetson": ["pycuda", "jetson-stats"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
+        "dev": ["pytest", "ruff", "onnx"],
+    },
+    entry_points={
+        "console_scripts": [
+            "edge=edge.cli:main",
+            "edge-run=edge.cli:run_main",
+        ]
+    },
+)
