@@ -13,22 +13,25 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, List, Literal, Optional, Union
 
 from edge.errors import ConfigError
+
+# `X | None` is types.UnionType on Python >= 3.10; JetPack 5 ships Python 3.8, so the schema uses Optional.
+_UNIONS = (Union, getattr(types, "UnionType", Union))
 
 
 @dataclass
 class ModelConfig:
-    path: str | None = None  # an ONNX file; relative paths are relative to the config file
-    asset: str | None = None  # or a pinned asset name from `edge assets list`, fetched on first use
-    engine: str | None = None  # a TensorRT engine, for the TensorRT backend
+    path: Optional[str] = None  # an ONNX file; relative paths are relative to the config file
+    asset: Optional[str] = None  # or a pinned asset name from `edge assets list`, fetched on first use
+    engine: Optional[str] = None  # a TensorRT engine, for the TensorRT backend
 
 
 @dataclass
 class InputConfig:
-    name: str | None = None  # input tensor; None = the model's only input
-    size: list[int] | None = None  # [width, height]; None = read from the model
+    name: Optional[str] = None  # input tensor; None = the model's only input
+    size: Optional[List[int]] = None  # [width, height]; None = read from the model
     color: Literal["rgb", "bgr"] = "rgb"
     layout: Literal["auto", "nchw", "nhwc"] = "auto"
     dtype: Literal["auto", "float32", "float16", "uint8"] = "auto"
@@ -37,8 +40,8 @@ class InputConfig:
     # Normalisation, in the network's colour order: out = (pixel * scale + offset - mean) / std.
     scale: float = 1.0 / 255.0
     offset: float = 0.0
-    mean: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    std: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
+    mean: List[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    std: List[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
 
 
 @dataclass
@@ -47,12 +50,12 @@ class TaskConfig:
     score_threshold: float = 0.5
     iou_threshold: float = 0.45
     max_detections: int = 100
-    labels: list[str] | str | None = None  # a list, or a file with one label per line
+    labels: Optional[Union[List[str], str]] = None  # a list, or a file with one label per line
     top_k: int = 5  # classify
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
     yolo_layout: Literal["auto", "v5", "v8"] = "auto"
     # BlazeFace SSD anchors: [cells per row, anchors per cell] per feature map, in output order.
-    anchor_grids: list[list[int]] = field(default_factory=lambda: [[16, 2], [8, 6]])
+    anchor_grids: List[List[int]] = field(default_factory=lambda: [[16, 2], [8, 6]])
 
 
 @dataclass
@@ -66,27 +69,27 @@ class ReconnectConfig:
 class SourceConfig:
     uri: str = "asset://megamind"
     loop: bool = False
-    width: int | None = None  # capture size for cameras (csi://, /dev/videoN)
-    height: int | None = None
-    framerate: int | None = None
+    width: Optional[int] = None  # capture size for cameras (csi://, /dev/videoN)
+    height: Optional[int] = None
+    framerate: Optional[int] = None
     flip: int = 0  # csi://: nvvidconv flip-method 0..7
-    live: bool | None = None  # None = cameras and streams are live, files are not
+    live: Optional[bool] = None  # None = cameras and streams are live, files are not
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
 
 
 @dataclass
 class SinksConfig:
-    results: str | None = None  # JSONL, one line per frame
-    video: str | None = None  # annotated video file
+    results: Optional[str] = None  # JSONL, one line per frame
+    video: Optional[str] = None  # annotated video file
     display: bool = False
-    summary_json: str | None = None
+    summary_json: Optional[str] = None
 
 
 @dataclass
 class PipelineConfig:
     queue_size: int = 4
-    frames: int | None = None  # stop after reading this many frames
-    duration_s: float | None = None
+    frames: Optional[int] = None  # stop after reading this many frames
+    duration_s: Optional[float] = None
     status_interval_s: float = 2.0
 
 
@@ -187,7 +190,7 @@ def _describe(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (Union, types.UnionType):
+    if origin in _UNIONS:
         return " or ".join("null" if a is type(None) else _describe(a) for a in typing.get_args(tp))
     if origin is list:
         return f"a list of {_describe(typing.get_args(tp)[0])}"
@@ -203,7 +206,7 @@ def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
     org = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         return _build(tp, value if value is not None else {}, origin, key + ".")
-    if org in (Union, types.UnionType):
+    if org in _UNIONS:
         args = typing.get_args(tp)
         if value is None:
             if type(None) in args:
@@ -290,6 +293,8 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise bad("threads", "0 (the runtime's default) or a positive integer", cfg.threads)
     r = cfg.source.reconnect
     if r.initial_delay_s <= 0 or r.max_delay_s < r.initial_delay_s or r.max_attempts < 0:
-        raise bad("source.reconnect", "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0", dataclasses.asdict(r))
+        raise bad(
+            "source.reconnect", "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0", dataclasses.asdict(r)
+        )
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)

@@ -29,4 +29,6 @@ def require(name: str, purpose: str = "") -> ModuleType:
         top = name.split(".")[0]
         hint = _HINTS.get(top, f"pip install {top}")
         why = f" for {purpose}" if purpose else ""
-        raise MissingDependency(f"Python module '{name}' is needed{why} but cannot be imported ({exc}); install it: {hint}") from None
+        raise MissingDependency(
+            f"Python module '{name}' is needed{why} but cannot be imported ({exc}); install it: {hint}"
+        ) from None
