@@ -126,8 +126,9 @@ class RunConfig:
         return p if p.is_absolute() else self.base_dir / p
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a YAML config (or the defaults when ``path`` is None) and apply ``key.path=value`` overrides."""
+def load_config(path: str | Path | None, overrides: list[str] | None = None, values: dict[str, Any] | None = None) -> RunConfig:
+    """Load a YAML config (or the defaults when ``path`` is None), then apply ``key.path=value`` strings
+    (values parsed as YAML) and ``values`` ({"key.path": python value}, from dedicated CLI flags)."""
     import yaml
 
     data: dict[str, Any] = {}
@@ -149,26 +150,26 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         data = loaded or {}
         base = p.resolve().parent
     for item in overrides or []:
-        _apply_override(data, item)
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override '{item}': expected KEY.PATH=VALUE, e.g. source.uri=video.mp4")
+        _set_key(data, key.strip(), yaml.safe_load(raw) if raw.strip() else None)
+    for key, value in (values or {}).items():
+        _set_key(data, key, value)
     cfg = _build(RunConfig, data, origin, "")
     cfg.base_dir = base
     _check(cfg, origin)
     return cfg
 
 
-def _apply_override(data: dict, item: str) -> None:
-    import yaml
-
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise ConfigError(f"override '{item}': expected KEY.PATH=VALUE, e.g. source.uri=video.mp4")
+def _set_key(data: dict, key: str, value: Any) -> None:
     node = data
-    parts = key.strip().split(".")
+    parts = key.split(".")
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"override '{item}': '{part}' is not a section")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+            raise ConfigError(f"override '{key}': '{part}' is not a section")
+    node[parts[-1]] = value
 
 
 def _build(cls: type, data: Any, origin: str, prefix: str) -> Any:

@@ -1,0 +1,76 @@
+"""`edge-run` / `edge run`: flags, each of which overrides one config key."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", metavar="FILE", help="camera-service YAML (e.g. configs/demo.yaml)")
+    p.add_argument(
+        "--source",
+        "-s",
+        metavar="URI",
+        help="video file, image folder/glob, /dev/videoN, v4l2://, csi://N, rtsp://, http(s)://, asset://NAME",
+    )
+    p.add_argument("--model", "-m", metavar="ONNX", help="model file (model.path)")
+    p.add_argument("--loop", action="store_true", default=None, help="restart file sources at the end (source.loop)")
+    p.add_argument("--frames", type=int, metavar="N", help="stop after reading N frames (pipeline.frames)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (pipeline.duration_s)")
+    p.add_argument("--results", metavar="FILE", help="write one JSON line per frame (sinks.results)")
+    p.add_argument("--video", metavar="FILE", help="write the annotated video, .mp4 or .avi (sinks.video)")
+    p.add_argument("--display", action="store_true", default=None, help="show the annotated frames in a window (sinks.display)")
+    p.add_argument("--summary-json", metavar="FILE", help="write the final summary as JSON (sinks.summary_json)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="ONNX Runtime provider (device)")
+    p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads, 0 = default (threads)")
+    p.add_argument("--score-threshold", type=float, metavar="X", help="task.score_threshold")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set input.resize=stretch"
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no periodic status line (logging.status: false)")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="logging.level")
+
+
+# flag attribute -> config key; file paths given on the command line are relative to the current folder.
+_FLAG_KEYS = {
+    "source": "source.uri",
+    "model": "model.path",
+    "loop": "source.loop",
+    "frames": "pipeline.frames",
+    "duration": "pipeline.duration_s",
+    "results": "sinks.results",
+    "video": "sinks.video",
+    "display": "sinks.display",
+    "summary_json": "sinks.summary_json",
+    "device": "device",
+    "threads": "threads",
+    "score_threshold": "task.score_threshold",
+    "log_level": "logging.level",
+}
+_PATH_FLAGS = {"model", "results", "video", "summary_json"}
+
+
+def main(args: argparse.Namespace) -> int:
+    from edge.config import load_config
+    from edge.errors import ConfigError
+    from edge.runtime.runner import run
+
+    if not args.config and not args.model:
+        raise ConfigError("no model: pass --config FILE (e.g. configs/demo.yaml) or --model MODEL.onnx")
+    values = {}
+    for attr, key in _FLAG_KEYS.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        if attr in _PATH_FLAGS or (attr == "source" and "://" not in value):
+            value = os.path.abspath(value)
+        values[key] = value
+    if args.quiet:
+        values["logging.status"] = False
+    if args.model:
+        values["model.asset"] = None
+    cfg = load_config(args.config, args.set, values)
+    logging.basicConfig(level=cfg.logging.level.upper(), format="edge-run: %(levelname)s %(name)s: %(message)s")
+    return run(cfg)

@@ -1,0 +1,84 @@
+"""Where the model file of a run config is, and the preprocessing spec it implies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edge.errors import ConfigError
+from edge.runtime.backends import TensorInfo
+from edge.runtime.preprocess import PreprocessSpec
+
+
+def model_path(cfg: Any) -> Path:
+    """The ONNX file: model.path (relative to the config) or the cached model.asset."""
+    if cfg.model.asset:
+        from edge import assets
+
+        return assets.resolve(cfg.model.asset)
+    if cfg.model.path:
+        return cfg.resolve_path(cfg.model.path)
+    raise ConfigError(
+        "key 'model': the onnxruntime backend needs model.path or model.asset (model.engine is for the TensorRT backend)"
+    )
+
+
+def pick_input(cfg: Any, inputs: list[TensorInfo]) -> TensorInfo:
+    if cfg.input.name:
+        for t in inputs:
+            if t.name == cfg.input.name:
+                return t
+        raise ConfigError(
+            f"key 'input.name': the model has no input {cfg.input.name!r}; its inputs: {', '.join(t.name for t in inputs)}"
+        )
+    if len(inputs) != 1:
+        raise ConfigError(
+            f"key 'input.name': the model has {len(inputs)} inputs ({', '.join(t.name for t in inputs)}); name the image input"
+        )
+    return inputs[0]
+
+
+def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
+    """Fill the config's 'auto' input keys (layout, size, dtype) from the model's input tensor."""
+    i = cfg.input
+    shape = tensor.shape
+    if len(shape) != 4:
+        raise ConfigError(f"model input {tensor.name!r} has shape {list(shape)}; an image input must be 4-D (NCHW or NHWC)")
+    layout = i.layout
+    if layout == "auto":
+        if shape[1] == 3:
+            layout = "nchw"
+        elif shape[3] == 3:
+            layout = "nhwc"
+        else:
+            raise ConfigError(
+                f"key 'input.layout': cannot tell NCHW from NHWC for input {tensor.name!r} {list(shape)}; set nchw or nhwc"
+            )
+    h_dim, w_dim = (shape[2], shape[3]) if layout == "nchw" else (shape[1], shape[2])
+    if i.size:
+        width, height = i.size
+        for have, want, key in ((w_dim, width, "width"), (h_dim, height, "height")):
+            if isinstance(have, int) and have > 0 and have != want:
+                raise ConfigError(f"key 'input.size': {key} {want} but the model input {tensor.name!r} is {list(shape)}")
+    elif isinstance(w_dim, int) and isinstance(h_dim, int) and w_dim > 0 and h_dim > 0:
+        width, height = w_dim, h_dim
+    else:
+        raise ConfigError(
+            f"key 'input.size': the model input {tensor.name!r} has dynamic size {list(shape)}; set input.size: [width, height]"
+        )
+    dtype = i.dtype
+    if dtype == "auto":
+        dtype = {"float16": "float16", "uint8": "uint8"}.get(tensor.dtype.name, "float32")
+    return PreprocessSpec(
+        width=width,
+        height=height,
+        color=i.color,
+        layout=layout,
+        dtype=dtype,
+        resize=i.resize,
+        pad_value=i.pad_value,
+        scale=i.scale,
+        offset=i.offset,
+        mean=tuple(i.mean),
+        std=tuple(i.std),
+    )

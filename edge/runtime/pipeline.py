@@ -1,0 +1,224 @@
+"""The camera loop: one thread per named stage, bounded queues between them.
+
+    capture -> preprocess -> infer -> postprocess -> sink
+
+A live source drops its oldest queued frame when the pipeline is behind (and counts the drop); a file
+source blocks instead, so every frame is processed. ``stop()`` (SIGINT/SIGTERM) ends capture and lets the
+frames already in flight drain through the sinks; a failure in any stage aborts all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from edge.errors import EdgeError, RunFailed
+from edge.runtime.metrics import Metrics
+from edge.runtime.postprocess import Result
+from edge.runtime.preprocess import Transform
+from edge.runtime.sinks import Sink, annotate
+from edge.runtime.sources import Frame, Source
+
+log = logging.getLogger("edge.pipeline")
+
+_EOS = object()  # end of stream, passed down the queues once
+
+
+@dataclass
+class Packet:
+    frame: Frame
+    timings: Dict[str, float] = field(default_factory=dict)
+    tensor: Optional[np.ndarray] = None
+    transform: Optional[Transform] = None
+    outputs: Optional[Dict[str, np.ndarray]] = None
+    result: Optional[Result] = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        source: Source,
+        preprocess: Callable[[np.ndarray], tuple],
+        infer: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]],
+        input_name: str,
+        postprocess: Callable[[Dict[str, np.ndarray], Transform], Result],
+        sinks: List[Sink],
+        queue_size: int = 4,
+        max_frames: Optional[int] = None,
+        on_frame: Optional[Callable[[Packet], None]] = None,
+        stop_event: Optional[threading.Event] = None,
+    ) -> None:
+        self.source, self.sinks = source, sinks
+        self._preprocess, self._infer, self._postprocess = preprocess, infer, postprocess
+        self.input_name = input_name
+        self.max_frames = max_frames
+        self.on_frame = on_frame
+        self.metrics = Metrics()
+        self.stop_event = stop_event or threading.Event()  # graceful: stop capture, drain
+        self.abort_event = threading.Event()  # a stage failed: everyone leaves now
+        self.error: Optional[BaseException] = None
+        self._queues = [queue.Queue(maxsize=queue_size) for _ in range(4)]
+        self._annotate = any(s.wants_image for s in sinks)
+        self._threads: List[threading.Thread] = []
+        self.done = threading.Event()
+
+    # -- stage bodies -------------------------------------------------------
+    def _do_preprocess(self, p: Packet) -> None:
+        p.tensor, p.transform = self._preprocess(p.frame.image)
+
+    def _do_infer(self, p: Packet) -> None:
+        p.outputs = self._infer({self.input_name: p.tensor})
+        p.tensor = None
+
+    def _do_postprocess(self, p: Packet) -> None:
+        p.result = self._postprocess(p.outputs, p.transform)
+        p.outputs = None
+
+    def _do_sink(self, p: Packet) -> None:
+        t_done = time.monotonic()
+        f = p.frame
+        record: Dict[str, Any] = {
+            "frame": f.index,
+            "t_capture": round(f.t_capture, 6),
+            "t_done": round(t_done, 6),
+            "latency_ms": {k: round(v * 1e3, 3) for k, v in p.timings.items()},
+        }
+        if f.origin:
+            record["origin"] = f.origin
+        record.update(p.result.to_dict())
+        image = annotate(f.image, p.result) if self._annotate else None
+        for sink in self.sinks:
+            sink.write(f, p.result, record, image)
+
+    def _stages(self) -> List[tuple]:
+        return [
+            ("preprocess", self._do_preprocess),
+            ("infer", self._do_infer),
+            ("postprocess", self._do_postprocess),
+            ("sink", self._do_sink),
+        ]
+
+    def run_inline(self) -> None:
+        """Every stage in turn on the calling thread, frame by frame: the sequential baseline for benchmarks."""
+        stages = self._stages()
+        while self.max_frames is None or self.metrics.captured < self.max_frames:
+            t0 = time.perf_counter()
+            frame = self.source.read()
+            if frame is None:
+                break
+            p = Packet(frame)
+            p.timings["capture"] = time.perf_counter() - t0
+            self.metrics.captured += 1
+            for name, body in stages:
+                t0 = time.perf_counter()
+                body(p)
+                p.timings[name] = time.perf_counter() - t0
+            self.metrics.frame_done(frame.t_capture, p.timings, time.monotonic())
+        self.done.set()
+
+    # -- threads ------------------------------------------------------------
+    def _put(self, q: queue.Queue, item: Any) -> bool:
+        while not self.abort_event.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fail(self, stage: str, exc: BaseException) -> None:
+        if self.error is None:
+            if not isinstance(exc, EdgeError):
+                log.error("stage '%s' failed", stage, exc_info=exc)
+                exc = RunFailed(f"stage '{stage}' failed: {type(exc).__name__}: {exc}")
+            self.error = exc
+        self.abort_event.set()
+
+    def _capture_loop(self) -> None:
+        out = self._queues[0]
+        live = self.source.live
+        try:
+            while not self.stop_event.is_set() and not self.abort_event.is_set():
+                if self.max_frames is not None and self.metrics.captured >= self.max_frames:
+                    break
+                t0 = time.perf_counter()
+                frame = self.source.read()
+                if frame is None:
+                    break
+                packet = Packet(frame)
+                packet.timings["capture"] = time.perf_counter() - t0
+                self.metrics.captured += 1
+                if live:
+                    # Behind a live camera: make room by dropping the oldest waiting frame.
+                    while True:
+                        try:
+                            out.put_nowait(packet)
+                            break
+                        except queue.Full:
+                            try:
+                                out.get_nowait()
+                                self.metrics.dropped += 1
+                            except queue.Empty:
+                                pass
+                elif not self._put(out, packet):
+                    return
+        except BaseException as exc:
+            self._fail("capture", exc)
+        finally:
+            self._put(out, _EOS)
+
+    def _stage_loop(self, name: str, body: Callable[[Packet], None], inq: queue.Queue, outq: Optional[queue.Queue]) -> None:
+        try:
+            while not self.abort_event.is_set():
+                try:
+                    p = inq.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if p is _EOS:
+                    break
+                t0 = time.perf_counter()
+                body(p)
+                p.timings[name] = time.perf_counter() - t0
+                if outq is not None:
+                    if not self._put(outq, p):
+                        return
+                else:
+                    self.metrics.frame_done(p.frame.t_capture, p.timings, time.monotonic())
+                    if self.on_frame is not None:
+                        self.on_frame(p)
+        except BaseException as exc:
+            self._fail(name, exc)
+            return
+        if outq is not None:
+            self._put(outq, _EOS)
+
+    def start(self) -> None:
+        q = self._queues
+        specs = [(name, body, q[i], q[i + 1] if i + 1 < len(q) else None) for i, (name, body) in enumerate(self._stages())]
+        self._threads = [threading.Thread(target=self._capture_loop, name="capture", daemon=True)]
+        self._threads += [threading.Thread(target=self._stage_loop, args=s, name=s[0], daemon=True) for s in specs]
+        for t in self._threads:
+            t.start()
+        threading.Thread(target=self._watch, name="pipeline-join", daemon=True).start()
+
+    def _watch(self) -> None:
+        for t in self._threads:
+            t.join()
+        self.done.set()
+
+    def stop(self) -> None:
+        """Graceful: no new frames; what is in flight goes through to the sinks."""
+        self.stop_event.set()
+
+    def abort(self) -> None:
+        self.stop_event.set()
+        self.abort_event.set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        return self.done.wait(timeout)

@@ -1,0 +1,67 @@
+"""MediaPipe BlazeFace: SSD anchors on two feature maps, 16 regressors per anchor (box + 6 keypoints)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from edge.errors import ConfigError
+from edge.runtime.backends import TensorInfo
+from edge.runtime.postprocess import Detection, Result
+from edge.runtime.postprocess.nms import nms
+from edge.runtime.preprocess import PreprocessSpec, Transform
+
+
+def make_anchors(grids: List[List[int]]) -> np.ndarray:
+    """Anchor centres (N, 2) in [0, 1], row-major per feature map, ``anchors_per_cell`` repeats per cell."""
+    out = []
+    for cells, per_cell in grids:
+        c = (np.arange(cells, dtype=np.float32) + 0.5) / cells
+        xs, ys = np.meshgrid(c, c)
+        grid = np.stack([xs.ravel(), ys.ravel()], axis=1)
+        out.append(np.repeat(grid, per_cell, axis=0))
+    return np.concatenate(out)
+
+
+class BlazeFace:
+    def __init__(self, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec, labels: List[str]) -> None:
+        self.anchors = make_anchors(task.anchor_grids)
+        n = len(self.anchors)
+        # Scores are (1, k, 1) and regressors (1, k, 16); each appears once per feature map, in grid order.
+        self.score_names = [t.name for t in outputs if t.shape[-1] == 1]
+        self.box_names = [t.name for t in outputs if t.shape[-1] == 16]
+        sizes = [per * cells * cells for cells, per in task.anchor_grids]
+        got = [t.shape[1] for t in outputs if t.shape[-1] == 1]
+        if not self.score_names or got != sizes or len(self.box_names) != len(self.score_names):
+            raise ConfigError(
+                f"task 'blazeface': the model's outputs {[(t.name, list(t.shape)) for t in outputs]} do not match "
+                f"task.anchor_grids {task.anchor_grids} ({n} anchors as {sizes}); check the model or set task.anchor_grids"
+            )
+        self.size = np.array([spec.width, spec.height], np.float32)
+        self.task, self.label = task, labels[0]
+        # Logit threshold: compare raw scores, and run the sigmoid only on the survivors.
+        t = min(max(task.score_threshold, 1e-6), 1 - 1e-6)
+        self.logit_threshold = float(np.log(t / (1 - t)))
+
+    def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
+        logits = np.concatenate([out[n].reshape(-1) for n in self.score_names])
+        keep = np.nonzero(logits > self.logit_threshold)[0]
+        if keep.size == 0:
+            return Result()
+        reg = np.concatenate([out[n].reshape(-1, 16) for n in self.box_names])[keep]
+        scores = 1.0 / (1.0 + np.exp(-logits[keep]))
+        # Offsets are in input pixels relative to the anchor centre; sizes in input pixels.
+        centre = self.anchors[keep] * self.size + reg[:, 0:2]
+        half = reg[:, 2:4] / 2
+        boxes = np.concatenate([centre - half, centre + half], axis=1)
+        kps = self.anchors[keep, None, :] * self.size + reg[:, 4:16].reshape(-1, 6, 2)
+        idx = nms(boxes, scores, self.task.iou_threshold, self.task.max_detections)
+        frame_boxes = tf.to_frame(boxes[idx])
+        frame_kps = tf.to_frame(kps[idx].reshape(len(idx), 12))
+        return Result(
+            detections=[
+                Detection(frame_boxes[j].tolist(), float(scores[i]), 0, self.label, frame_kps[j].reshape(6, 2).tolist())
+                for j, i in enumerate(idx)
+            ]
+        )

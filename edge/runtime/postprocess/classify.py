@@ -1,0 +1,35 @@
+"""Classification: top-k over the first output, with labels."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from edge.runtime.backends import TensorInfo
+from edge.runtime.postprocess import Classification, Result
+from edge.runtime.preprocess import Transform
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+class Classify:
+    def __init__(self, task: Any, outputs: List[TensorInfo], labels: List[str]) -> None:
+        self.name = outputs[0].name
+        self.task, self.labels = task, labels
+
+    def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
+        scores = out[self.name].reshape(-1).astype(np.float32)
+        mode = self.task.softmax
+        # "auto": outputs that are not already a distribution are logits.
+        if mode == "yes" or (mode == "auto" and (scores.min() < 0 or abs(float(scores.sum()) - 1.0) > 1e-3)):
+            scores = softmax(scores)
+        k = min(self.task.top_k, scores.size)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return Result(
+            classes=[Classification(int(i), float(scores[i]), self.labels[i] if i < len(self.labels) else str(i)) for i in top]
+        )

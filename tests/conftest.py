@@ -1,0 +1,64 @@
+"""Shared fixtures: the real demo assets (fetched once into the edge cache) and helpers to run the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
+
+
+def require_or_skip(ok: bool, reason: str) -> None:
+    """Skip when a real server or tool is missing, except in CI (EDGE_REQUIRE_SERVERS=1), where that is a failure."""
+    if ok:
+        return
+    if os.environ.get("EDGE_REQUIRE_SERVERS") == "1":
+        pytest.fail(f"{reason} (EDGE_REQUIRE_SERVERS=1: CI must have it)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    from edge import assets
+
+    return assets.resolve("blazeface-back-256", quiet=True)
+
+
+@pytest.fixture(scope="session")
+def megamind() -> Path:
+    from edge import assets
+
+    return assets.resolve("megamind", quiet=True)
+
+
+@pytest.fixture(scope="session")
+def megamind_frames(megamind: Path) -> dict:
+    """Frames of the real clip by index (a handful that the tests use)."""
+    import cv2
+
+    wanted = {0, 1, 125, 200}
+    cap = cv2.VideoCapture(str(megamind))
+    frames, i = {}, 0
+    while len(frames) < len(wanted):
+        ok, f = cap.read()
+        assert ok, f"Megamind.avi ended at frame {i}"
+        if i in wanted:
+            frames[i] = f
+        i += 1
+    cap.release()
+    return frames
+
+
+def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """edge-run as a user runs it: a separate process, output captured."""
+    return subprocess.run([sys.executable, "-m", "edge.cli", *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def blank(h: int = 480, w: int = 640, value: int = 0) -> np.ndarray:
+    return np.full((h, w, 3), value, np.uint8)

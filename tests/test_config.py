@@ -1,0 +1,69 @@
+"""Config loading: defaults, overrides, and errors that name the file, the key and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edge.config import load_config
+from edge.errors import ConfigError
+
+from .conftest import DEMO_CONFIG
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "cam.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_demo_config_loads_with_its_values():
+    cfg = load_config(DEMO_CONFIG)
+    assert cfg.model.asset == "blazeface-back-256"
+    assert cfg.input.size == [256, 256] and cfg.input.layout == "nhwc"
+    assert cfg.task.type == "blazeface" and cfg.source.uri == "asset://megamind"
+
+
+def test_mistyped_key_names_file_path_and_suggestion(tmp_path):
+    p = write(tmp_path, "model: {asset: blazeface-back-256}\ninput:\n  szie: [256, 256]\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(p) in str(e.value) and "'input.szie'" in str(e.value) and "did you mean 'input.size'" in str(e.value)
+
+
+def test_wrong_type_names_key_and_expected_value(tmp_path):
+    p = write(tmp_path, "model: {asset: x}\npipeline: {queue_size: lots}\n")
+    with pytest.raises(ConfigError, match=r"key 'pipeline.queue_size': expected an integer, got 'lots'"):
+        load_config(p)
+    p = write(tmp_path, "model: {asset: x}\ninput: {layout: chw}\n")
+    with pytest.raises(ConfigError, match=r"key 'input.layout': expected one of 'auto', 'nchw', 'nhwc', got 'chw'"):
+        load_config(p)
+
+
+def test_missing_model_file_is_named(tmp_path):
+    p = write(tmp_path, "model: {path: nothere.onnx}\n")
+    with pytest.raises(ConfigError, match=r"model.path': file not found: .*nothere.onnx"):
+        load_config(p)
+
+
+def test_missing_config_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "none.yaml")
+    with pytest.raises(ConfigError, match=r"cam.yaml: not valid YAML at line \d+, column \d+"):
+        load_config(write(tmp_path, "model:\n  path: [unclosed\n"))
+
+
+def test_overrides_apply_after_the_file_and_are_typed(tmp_path):
+    cfg = load_config(DEMO_CONFIG, ["task.score_threshold=0.8", "source.loop=true"], {"pipeline.frames": 7})
+    assert cfg.task.score_threshold == 0.8 and cfg.source.loop is True and cfg.pipeline.frames == 7
+    with pytest.raises(ConfigError, match="expected a number between 0 and 1"):
+        load_config(DEMO_CONFIG, ["task.score_threshold=3"])
+    with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
+        load_config(DEMO_CONFIG, ["nonsense"])
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path):
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    cfg = load_config(write(tmp_path, "model: {path: m.onnx}\n"))
+    assert cfg.resolve_path(cfg.model.path) == tmp_path / "m.onnx"
