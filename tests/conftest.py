@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +56,15 @@ def megamind_frames(megamind: Path) -> dict:
     return frames
 
 
+def edge_run_cmd() -> list:
+    """The installed `edge-run` script when there is one, else the same entry point through this Python."""
+    exe = shutil.which("edge-run")
+    return [exe] if exe else [sys.executable, "-m", "edge", "run"]
+
+
 def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     """edge-run as a user runs it: a separate process, output captured."""
-    return subprocess.run([sys.executable, "-m", "edge.cli", *args], capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run([*edge_run_cmd(), *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def blank(h: int = 480, w: int = 640, value: int = 0) -> np.ndarray:

@@ -72,5 +72,9 @@ def main(args: argparse.Namespace) -> int:
     if args.model:
         values["model.asset"] = None
     cfg = load_config(args.config, args.set, values)
+    if cfg.logging.level != "debug":
+        # FFmpeg inside OpenCV prints its own lines for every failed connection; our error says it once.
+        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "8")
+        os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     logging.basicConfig(level=cfg.logging.level.upper(), format="edge-run: %(levelname)s %(name)s: %(message)s")
     return run(cfg)

@@ -51,27 +51,29 @@ class JsonlSink(Sink):
         self.path = Path(path)
         _check_writable(self.path, "results file")
         self.staging = _staging_name(self.path)
-        self.file = open(self.staging, "w", encoding="utf-8")
+        self.fd = os.open(self.staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.lines = 0
+        self.good_bytes = 0  # the file's size after the last complete line
         self.broken = False
 
     def write(self, frame: Frame, result: Result, record: dict, annotated: Optional[np.ndarray]) -> None:
+        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         try:
-            # One write per complete line, flushed, so a kill leaves only whole lines behind.
-            self.file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self.file.flush()
+            # Unbuffered: a kill leaves whole lines behind; a failed write is cut back to the last whole line.
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
         except OSError as exc:
             self.broken = True
+            os.ftruncate(self.fd, self.good_bytes)
             raise RunFailed(
                 f"sink 'results' ({self.path}): write failed: {exc.strerror or exc}; {self.lines} complete lines kept in {self.path}.partial"
             ) from None
+        self.good_bytes += len(data)
         self.lines += 1
 
     def close(self, failed: bool = False) -> Optional[str]:
-        try:
-            self.file.close()
-        except OSError:
-            self.broken = True
+        os.close(self.fd)
         if failed and self.lines == 0 and not self.broken:
             self.staging.unlink()  # nothing to keep; an earlier run's file stays as it was
             return None

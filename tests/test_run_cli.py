@@ -1,0 +1,112 @@
+"""edge-run end to end as a user runs it, on the demo (real model, real clip, ONNX Runtime on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import DEMO_CONFIG, edge_run_cmd, run_cli
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_cli_contract_on_the_demo(tmp_path, demo_model, megamind):
+    out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
+    r = run_cli("--config", str(DEMO_CONFIG), "--frames", "120", "--results", str(out), "--summary-json", str(summary))
+    assert r.returncode == 0, r.stderr
+    records = lines(out)
+    assert [rec["frame"] for rec in records] == list(range(120))
+    assert sum(1 for rec in records if rec["detections"]) >= 100  # the clip shows faces in almost every frame
+    s = json.loads(summary.read_text())
+    assert s["frames"] == 120 and s["fps"] > 0 and s["backend"] == "onnxruntime" and s["device"] == "cpu"
+    for stage in ("capture", "preprocess", "infer", "postprocess", "sink", "end_to_end"):
+        assert set(s["latency_ms"][stage]) >= {"p50", "p90", "p99"}
+    assert "p99" in r.stdout and "end_to_end" in r.stdout  # the summary table
+
+
+def test_help_is_instant_and_imports_nothing_heavy():
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [*edge_run_cmd(), "--help"], capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=30
+    )
+    assert r.returncode == 0 and "--source" in r.stdout
+    assert time.perf_counter() - t0 < 5
+    probe = "import sys, edge.cli, edge.runtime.cli; print(sorted(m for m in ('cv2','onnxruntime','numpy','tensorrt','pycuda') if m in sys.modules))"
+    r = subprocess.run([os.sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model", "/nonexistent/model.onnx"], "model.path': file not found"),
+        (["--set", "pipline.frames=3"], "unknown key 'pipline'; did you mean 'pipeline'"),
+        (["--source", "/nonexistent/clip.mp4"], "no such file or folder"),
+        (
+            ["--set", "source.uri=rtsp://127.0.0.1:9/none", "--set", "source.reconnect.max_attempts=1"],
+            "cannot be opened by OpenCV",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(extra, message, demo_model):
+    r = run_cli("--config", str(DEMO_CONFIG), *extra)
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in r.stderr and message in err[0]
+
+
+def test_not_an_onnx_file_exits_2(tmp_path):
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x00garbage")
+    r = run_cli("--model", str(bad), "--source", str(tmp_path))
+    assert r.returncode == 2 and "ONNX Runtime cannot load it" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sigterm_drains_and_leaves_whole_lines_and_a_summary(tmp_path, demo_model, megamind):
+    out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
+    proc = subprocess.Popen(
+        [*edge_run_cmd(), "-c", str(DEMO_CONFIG), "--loop", "-q", "--results", str(out), "--summary-json", str(summary)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Wait until frames are flowing (the staging file grows), then ask it to stop as systemd would.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.stat().st_size > 5000 for p in tmp_path.glob(".out.*.partial.jsonl")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert "SIGTERM: stopping capture" in stderr
+    records = lines(out)  # every line parses: no torn line at the end
+    s = json.loads(summary.read_text())
+    assert s["frames"] == len(records) > 0
+    assert [r["frame"] for r in records] == list(range(len(records)))
+    assert not list(tmp_path.glob(".out.*"))  # the staging file became out.jsonl
+
+
+def _limit_file_size():
+    # A real write failure: past 20 kB the kernel refuses to grow any file (EFBIG), like a full disk.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+def test_a_failing_sink_stops_the_run_and_keeps_what_was_written(tmp_path, demo_model, megamind):
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"frame": 0, "from": "an earlier good run"}\n')
+    r = run_cli("-c", str(DEMO_CONFIG), "-q", "--results", str(out), preexec_fn=_limit_file_size)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1].startswith("edge-run: error: sink 'results'")
+    assert "File too large" in r.stderr
+    assert "an earlier good run" in out.read_text()  # the good file was not replaced
+    kept = lines(tmp_path / "out.jsonl.partial")
+    assert len(kept) > 10 and [k["frame"] for k in kept] == list(range(len(kept)))
+    assert "frames" in r.stdout  # the summary was still printed
