@@ -110,7 +110,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     backend: Literal["onnxruntime"] = "onnxruntime"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = 0  # ONNX Runtime intra-op threads; 0 = its default
+    threads: int = 0  # ONNX Runtime intra-op threads; 0 = all cores but one (the other stages need one)
     input: InputConfig = field(default_factory=InputConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     source: SourceConfig = field(default_factory=SourceConfig)

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--display", action="store_true", default=None, help="show the annotated frames in a window (sinks.display)")
     p.add_argument("--summary-json", metavar="FILE", help="write the final summary as JSON (sinks.summary_json)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="ONNX Runtime provider (device)")
-    p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads, 0 = default (threads)")
+    p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads, 0 = all cores but one (threads)")
     p.add_argument("--score-threshold", type=float, metavar="X", help="task.score_threshold")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set input.resize=stretch"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import os
 from typing import Any, Dict
 
 import numpy as np
@@ -10,8 +10,6 @@ import numpy as np
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.runtime.backends import TensorInfo
-
-log = logging.getLogger("edge.backend")
 
 _ORT_TYPES = {
     "tensor(float)": np.float32,
@@ -39,8 +37,17 @@ class OnnxRuntimeBackend:
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if want_cuda else ["CPUExecutionProvider"]
         opts = ort.SessionOptions()
         opts.log_severity_level = 3  # tf2onnx models warn about unused initialisers on every load
+        if not threads and not want_cuda:
+            # Leave one core to capture, preprocess and postprocess, which run beside inference in the pipeline.
+            threads = (
+                max(1, len(os.sched_getaffinity(0)) - 1)
+                if hasattr(os, "sched_getaffinity")
+                else max(1, (os.cpu_count() or 2) - 1)
+            )
         if threads:
             opts.intra_op_num_threads = threads
+        # Idle intra-op workers spin by default; in a pipeline that steals the cores decode and preprocess need.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(model_path, sess_options=opts, providers=providers)
         except Exception as exc:  # ORT raises its own exception types for unreadable or invalid models
