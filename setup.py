@@ -5,6 +5,9 @@ from setuptools import find_packages, setup
 version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
+# What the test suite imports beyond the runtime extras.
+TEST_REQUIRES = ["pytest", "onnx"]
+
 setup(
     name="edge",
     version=version["__version__"],
@@ -18,10 +21,11 @@ setup(
     # No OpenCV here: a Jetson keeps JetPack's cv2 (it has GStreamer for csi://; pip's wheel has not).
     install_requires=["numpy", "pyyaml"],
     extras_require={
+        "test": TEST_REQUIRES,
         "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
-        "dev": ["pytest", "ruff", "onnx"],
+        "dev": [*TEST_REQUIRES, "ruff"],
     },
     entry_points={
         "console_scripts": [

