@@ -6,7 +6,7 @@ version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
 # What the test suite imports beyond the runtime extras.
-TEST_REQUIRES = ["pytest", "onnx"]
+TEST_REQUIRES = ["pytest", "onnx", "matplotlib", "jetson-stats", "nvidia-ml-py"]
 
 setup(
     name="edge",
@@ -24,7 +24,8 @@ setup(
         "test": TEST_REQUIRES,
         "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
         "ort": ["onnxruntime"],
-        "jetson": ["pycuda", "jetson-stats"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
+        "jetson": ["pycuda", "jetson-stats"],
+        "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
         "dev": [*TEST_REQUIRES, "ruff"],
     },
     entry_points={

@@ -95,8 +95,15 @@ class PipelineConfig:
 
 @dataclass
 class TelemetryConfig:
-    backend: Literal["none"] = "none"
+    # auto tries jtop, tegrastats, sysfs, nvml in that order and falls back to none, saying why.
+    backend: Literal["auto", "jtop", "tegrastats", "sysfs", "nvml", "none", "replay"] = "auto"
     interval_s: float = 0.1
+    idle_baseline_s: float = 0.0  # measure idle power this long before the first frame; 0 = no baseline
+    dir: Optional[str] = None  # where telemetry.jsonl/.csv go; None = beside sinks.results (none without it)
+    sysfs_root: str = "/sys"
+    tegrastats_cmd: List[str] = field(default_factory=lambda: ["tegrastats"])
+    gpu_index: int = 0  # nvml
+    replay_path: Optional[str] = None  # replay: a recorded telemetry.jsonl or tegrastats log
 
 
 @dataclass
@@ -296,6 +303,15 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if r.initial_delay_s <= 0 or r.max_delay_s < r.initial_delay_s or r.max_attempts < 0:
         raise bad(
             "source.reconnect", "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0", dataclasses.asdict(r)
+        )
+    tel = cfg.telemetry
+    if tel.interval_s <= 0 or tel.idle_baseline_s < 0:
+        raise bad(
+            "telemetry.interval_s" if tel.interval_s <= 0 else "telemetry.idle_baseline_s", "a positive number", tel.interval_s
+        )
+    if tel.backend == "replay" and not (tel.replay_path and cfg.resolve_path(tel.replay_path).is_file()):
+        raise ConfigError(
+            f"{origin}: key 'telemetry.replay_path': the replay backend needs an existing telemetry.jsonl or tegrastats log, got {tel.replay_path!r}"
         )
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)

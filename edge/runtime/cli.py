@@ -29,6 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set input.resize=stretch"
     )
+    p.add_argument(
+        "--telemetry",
+        choices=["auto", "jtop", "tegrastats", "sysfs", "nvml", "none", "replay"],
+        help="power/utilisation sampler (telemetry.backend)",
+    )
+    p.add_argument(
+        "--idle-baseline", type=float, metavar="S", help="measure idle power for S seconds first (telemetry.idle_baseline_s)"
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no periodic status line (logging.status: false)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="logging.level")
 
@@ -48,6 +56,8 @@ _FLAG_KEYS = {
     "threads": "threads",
     "score_threshold": "task.score_threshold",
     "log_level": "logging.level",
+    "telemetry": "telemetry.backend",
+    "idle_baseline": "telemetry.idle_baseline_s",
 }
 _PATH_FLAGS = {"model", "results", "video", "summary_json"}
 

@@ -17,6 +17,7 @@ class Metrics:
     def __init__(self, stages: tuple = STAGES) -> None:
         self.stages = stages
         self._lat: Dict[str, deque] = {s: deque(maxlen=_KEEP) for s in (*stages, "end_to_end")}
+        self.intervals: deque = deque(maxlen=_KEEP)  # (t_capture, t_done) per frame, for energy per frame
         self.frames = 0
         self.captured = 0
         self.dropped = 0
@@ -34,6 +35,7 @@ class Metrics:
                 self._lat[stage].append(seconds)
                 self._window_sums[stage] += seconds
             self._lat["end_to_end"].append(t_done - t_capture)
+            self.intervals.append((t_capture, t_done))
             self.frames += 1
             self._window_frames += 1
             if self.t_first is None:

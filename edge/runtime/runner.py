@@ -21,6 +21,7 @@ from edge.runtime.postprocess import create_postprocessor
 from edge.runtime.preprocess import Preprocessor
 from edge.runtime.sinks import open_sinks
 from edge.runtime.sources import open_source
+from edge.telemetry import format_status
 
 log = logging.getLogger("edge.run")
 
@@ -48,7 +49,7 @@ class Runner:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.stop_event = threading.Event()
-        self.backend = self.source = None
+        self.backend = self.source = self.sampler = None
         self.sinks: list = []
         try:
             self._open()
@@ -68,6 +69,7 @@ class Runner:
             if getattr(sinks_cfg, key):
                 setattr(sinks_cfg, key, str(cfg.resolve_path(getattr(sinks_cfg, key))))
         self.sinks = open_sinks(sinks_cfg, _source_fps(self.source), on_quit=self.stop_event.set)
+        self.sampler = _open_sampler(cfg)
         self.pipeline = Pipeline(
             self.source,
             Preprocessor(self.spec),
@@ -89,6 +91,8 @@ class Runner:
                 note = f"{sink.name}: close failed: {exc}"
             if note:
                 notes.append(note)
+        if self.sampler is not None:
+            self.sampler.stop()
         if self.source is not None:
             self.source.close()
         if self.backend is not None:
@@ -99,6 +103,7 @@ class Runner:
         """Run to the end of the source, the frame/duration limit or a signal. Returns (summary, error or None)."""
         cfg, p = self.cfg, self.pipeline
         restore = _install_signal_handlers(p) if threading.current_thread() is threading.main_thread() else {}
+        idle_w = self._start_telemetry()
         t0 = time.monotonic()
         interval = cfg.pipeline.status_interval_s
         next_status = t0 + interval
@@ -109,22 +114,67 @@ class Runner:
                 if cfg.pipeline.duration_s is not None and now - t0 >= cfg.pipeline.duration_s:
                     p.stop()
                 if cfg.logging.status and now >= next_status:
-                    print(f"edge-run: {p.metrics.status_line()}", file=sys.stderr, flush=True)
+                    power = format_status(self.sampler.latest()) if self.sampler.backend_name != "none" else ""
+                    print(f"edge-run: {p.metrics.status_line(power)}", file=sys.stderr, flush=True)
                     next_status = now + interval
         finally:
             for sig, handler in restore.items():
                 signal.signal(sig, handler)
         notes = self._close(failed=p.error is not None)
+        telemetry, files = self._telemetry_summary(idle_w)
+        notes += files
         summary = {
             **p.metrics.summary(),
             "backend": self.backend.name,
             "device": self.backend.device,
             "model_input": {"shape": list(self.spec.input_shape), **self.spec.to_dict()},
             "source": self.source.info(),
+            "telemetry": telemetry,
             "outputs": notes,
             "error": str(p.error) if p.error else None,
         }
         return summary, p.error
+
+    def _start_telemetry(self) -> Optional[float]:
+        """Start sampling; with an idle baseline, measure idle power before the first frame."""
+        tel = self.cfg.telemetry
+        self.sampler.start()
+        log.info("telemetry: %s", self.sampler.choice_reason)
+        if tel.idle_baseline_s <= 0:
+            return None
+        print(f"edge-run: measuring idle power for {tel.idle_baseline_s:g} s", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        time.sleep(tel.idle_baseline_s)
+        from edge.telemetry import mean_power_w
+
+        return mean_power_w(self.sampler.samples(), t0, time.monotonic())
+
+    def _telemetry_summary(self, idle_w: Optional[float]) -> Tuple[dict, list]:
+        from edge.telemetry import energy_summary
+
+        sampler, cfg = self.sampler, self.cfg
+        summary = energy_summary(sampler.samples(), list(self.pipeline.metrics.intervals), idle_w)
+        summary["backend"] = sampler.backend_name
+        summary["choice"] = sampler.choice_reason
+        folder = cfg.telemetry.dir or (str(Path(cfg.sinks.results).parent) if cfg.sinks.results else None)
+        if folder is None or sampler.backend_name == "none":
+            return summary, []
+        written = sampler.write(cfg.resolve_path(folder), extra_meta={"idle_baseline_w": idle_w})
+        return summary, [f"telemetry: {len(sampler.samples())} samples -> {written['jsonl']}"]
+
+
+def _open_sampler(cfg: Any) -> Any:
+    from edge.telemetry import open_sampler
+
+    tel = cfg.telemetry
+    return open_sampler(
+        tel.backend,
+        tel.interval_s,
+        sysfs_root=tel.sysfs_root,
+        tegrastats_cmd=tel.tegrastats_cmd,
+        gpu_index=tel.gpu_index,
+        replay_path=str(cfg.resolve_path(tel.replay_path)) if tel.replay_path else None,
+    )
 
 
 def _install_signal_handlers(p: Pipeline) -> dict:
@@ -156,6 +206,16 @@ def run(cfg: Any) -> int:
     summary, error = runner.run()
     print(format_summary(summary))
     print(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"]))
+    tel = summary["telemetry"]
+    if tel["power_w"]["mean"] is not None:
+        per_frame = tel["energy_mj_per_frame"]
+        print(
+            f"power {tel['power_w']['mean']:.2f} W mean, {tel['power_w']['max']:.2f} W max"
+            + (f", {per_frame:.1f} mJ/frame" if per_frame is not None else "")
+            + f" ({tel['backend']}, {tel['total_rule']})"
+        )
+    else:
+        print(f"telemetry: {tel['backend']} (no power readings)")
     if cfg.sinks.summary_json:
         write_json_atomic(cfg.resolve_path(cfg.sinks.summary_json), summary)
     if error is not None:

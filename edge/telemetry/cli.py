@@ -1,0 +1,42 @@
+"""``edge telemetry parse --tegrastats FILE [--json]`` and ``edge telemetry probe``.
+
+``parse`` prints one line per tegrastats line (power, GPU, DLA), or with ``--json`` a JSON list of samples.
+``probe`` says which backends work on this machine and why the others do not, the same reasons ``auto`` logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    parse = sub.add_parser("parse", help="parse a tegrastats log and print the samples")
+    parse.add_argument("--tegrastats", required=True, metavar="FILE", help="a log written by tegrastats (--logfile)")
+    parse.add_argument("--json", action="store_true", help="print a JSON list of samples instead of a table")
+    parse.add_argument(
+        "--interval-ms", type=float, default=1000.0, help="the log's line period, for t_mono (tegrastats' default: 1000)"
+    )
+    probe = sub.add_parser("probe", help="say which telemetry backends work here, and why the others do not")
+    probe.add_argument("--sysfs-root", default="/sys", help="sysfs mount point (default /sys)")
+
+
+def main(args: argparse.Namespace) -> int:
+    # Imported here so `edge --help` stays instant.
+    from edge.telemetry.sampler import probe_backends
+    from edge.telemetry.status import format_status
+    from edge.telemetry.tegrastats import parse_file
+
+    if args.action == "parse":
+        samples = parse_file(args.tegrastats, interval_s=args.interval_ms / 1000.0)
+        if args.json:
+            print(json.dumps([s.to_dict() for s in samples], indent=2))
+        else:
+            for i, s in enumerate(samples):
+                ram = f" RAM {s.ram_used_mb:.0f}/{s.ram_total_mb:.0f} MB" if s.ram_total_mb else ""
+                print(f"{i:5d} {format_status(s)}{ram}  total={s.total_rule}")
+        return 0
+    for name, why_not in probe_backends(sysfs_root=args.sysfs_root).items():
+        print(f"{name:11s} {'ok' if why_not is None else 'no: ' + why_not}")
+    return 0

@@ -1,0 +1,75 @@
+"""Telemetry files beside a run's results: ``telemetry.jsonl`` (lossless), ``telemetry.csv`` (one column per
+flattened field) and ``telemetry_meta.json`` (backend, why it was chosen, period, counters).
+
+Every file is written to a temporary name in the same folder and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterable, List
+
+from edge.errors import EdgeError
+from edge.telemetry.sample import Sample
+
+JSONL_NAME = "telemetry.jsonl"
+CSV_NAME = "telemetry.csv"
+META_NAME = "telemetry_meta.json"
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` to a temp file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def write_jsonl(samples: Iterable[Sample], path: str | Path) -> Path:
+    return write_atomic(path, "".join(json.dumps(s.to_dict()) + "\n" for s in samples))
+
+
+def write_csv(samples: Iterable[Sample], path: str | Path) -> Path:
+    rows = [s.flat() for s in samples]
+    header: Dict[str, None] = {}  # the union of keys, in order of first appearance (rails and cores can vary)
+    for row in rows:
+        header.update(dict.fromkeys(row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(header), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(path, buf.getvalue())
+
+
+def write_meta(meta: Dict[str, Any], path: str | Path) -> Path:
+    return write_atomic(path, json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def read_jsonl(path: str | Path) -> List[Sample]:
+    """Samples from a telemetry JSONL file written by ``write_jsonl``."""
+    p = Path(path)
+    samples = []
+    try:
+        with p.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    samples.append(Sample.from_dict(json.loads(line)))
+                except (ValueError, TypeError) as exc:
+                    raise EdgeError(f"{p}:{number}: not a telemetry sample ({exc}); pass a file written by edge") from None
+    except FileNotFoundError:
+        raise EdgeError(f"telemetry file '{p}' does not exist; check the path") from None
+    return samples

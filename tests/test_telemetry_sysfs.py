@@ -1,0 +1,137 @@
+"""The real sysfs backend over fake trees built here: an AGX Orin (JetPack 5+ hwmon) and a Nano (JetPack 4 iio)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from edge.telemetry.backend import TelemetryUnavailable
+from edge.telemetry.sysfs import SysfsBackend
+
+
+def _write(root, rel, value):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{value}\n")
+    return path
+
+
+def _hwmon(root, device, number, channels):
+    """An ina3221 hwmon under the i2c driver, linked from class/hwmon like the kernel does."""
+    hw = f"bus/i2c/drivers/ina3221/{device}/hwmon/hwmon{number}"
+    _write(root, f"{hw}/name", "ina3221")
+    for k, (label, mv, ma) in channels.items():
+        _write(root, f"{hw}/in{k}_label", label)
+        _write(root, f"{hw}/in{k}_input", mv)
+        _write(root, f"{hw}/curr{k}_input", ma)
+    _write(root, f"{hw}/in7_label", "sum of shunt voltages")
+    _write(root, f"{hw}/in7_input", 999)
+    (root / "class/hwmon").mkdir(parents=True, exist_ok=True)
+    os.symlink(root / hw, root / f"class/hwmon/hwmon{number}")
+    return root / hw
+
+
+def agx_orin_tree(root, first_hwmon=1):
+    # A non-INA hwmon that must be ignored even though it sorts first.
+    _write(root, "class/hwmon/hwmon0/name", "cpu_thermal")
+    _write(root, "class/hwmon/hwmon0/in1_label", "VDD_IN")
+    a = _hwmon(
+        root,
+        "1-0040",
+        first_hwmon,
+        {1: ("VDD_GPU_SOC", 5000, 1200), 2: ("VDD_CPU_CV", 5000, 400), 3: ("VIN_SYS_5V0", 5000, 600)},
+    )
+    _hwmon(root, "1-0041", first_hwmon + 1, {1: ("NC", 0, 0), 2: ("VDDQ_VDD2_1V8AO", 5000, 100), 3: ("NC", 0, 0)})
+    _write(root, "devices/platform/gpu.0/load", 437)
+    _write(root, "class/devfreq/17000000.ga10b/device/of_node/name", "gpu")
+    _write(root, "class/devfreq/17000000.ga10b/cur_freq", 918000000)
+    _write(root, "class/devfreq/3d00000.host1x/device/of_node/name", "host1x")
+    _write(root, "class/devfreq/3d00000.host1x/cur_freq", 1)
+    for i, (kind, milli) in enumerate([("cpu-thermal", 48500), ("gpu-thermal", 47250), ("cv0-thermal", -256000)]):
+        _write(root, f"devices/virtual/thermal/thermal_zone{i}/type", kind)
+        _write(root, f"devices/virtual/thermal/thermal_zone{i}/temp", milli)
+    _write(root, "devices/platform/host1x/15880000.nvdla0/power/runtime_status", "active")
+    _write(root, "devices/platform/host1x/15880000.nvdla0/power/runtime_active_time", 1000)
+    _write(root, "devices/platform/host1x/158c0000.nvdla1/power/runtime_status", "suspended")
+    return a
+
+
+def test_agx_orin_rails_found_by_label_and_summed(tmp_path):
+    agx_orin_tree(tmp_path)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    s = backend.read()
+    assert s.volt_mv["VDD_GPU_SOC"] == 5000 and s.curr_ma["VDD_GPU_SOC"] == 1200
+    assert s.power_mw == {"VDD_GPU_SOC": 6000.0, "VDD_CPU_CV": 2000.0, "VIN_SYS_5V0": 3000.0, "VDDQ_VDD2_1V8AO": 500.0}
+    assert "NC" not in s.power_mw  # disabled channels and the in7 sum are not rails
+    assert (s.total_mw, s.total_rule) == (11500.0, "sum:VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0+VDDQ_VDD2_1V8AO")
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (43.7, 918.0)
+    assert s.temps_c == {"cpu": 48.5, "gpu": 47.25, "cv0": None}
+    assert s.dla["DLA0"]["online"] is True and s.dla["DLA1"] == {"online": False, "freq_mhz": None}
+    assert "active_frac" not in s.dla["DLA0"]  # needs two reads
+
+
+def test_hwmon_number_does_not_matter_and_files_are_reread(tmp_path):
+    hw = agx_orin_tree(tmp_path, first_hwmon=7)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    assert backend.read().power_mw["VDD_GPU_SOC"] == 6000.0
+    (hw / "curr1_input").write_text("2400\n")  # load rises
+    (tmp_path / "devices/platform/gpu.0/load").write_text("1000\n")
+    active = tmp_path / "devices/platform/host1x/15880000.nvdla0/power/runtime_active_time"
+    active.write_text("1010\n")
+    s = backend.read()
+    assert s.power_mw["VDD_GPU_SOC"] == 12000.0 and s.total_mw == 17500.0
+    assert s.gpu_util_pct == 100.0
+    assert 0.0 <= s.dla["DLA0"]["active_frac"] <= 1.0
+
+
+def test_missing_and_unreadable_files_become_none(tmp_path):
+    hw = agx_orin_tree(tmp_path)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    (tmp_path / "devices/platform/gpu.0/load").unlink()
+    (hw / "curr2_input").unlink()
+    s = backend.read()
+    assert s.gpu_util_pct is None
+    assert "VDD_CPU_CV" not in s.power_mw and s.volt_mv["VDD_CPU_CV"] == 5000
+    assert s.total_mw == 9500.0
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_permission_denied_is_reported(tmp_path):
+    agx_orin_tree(tmp_path)
+    hw_files = list(tmp_path.glob("bus/i2c/drivers/ina3221/*/hwmon/hwmon*/in[1-3]_input"))
+    for f in hw_files:
+        f.chmod(0)
+    with pytest.raises(TelemetryUnavailable, match="none is readable"):
+        SysfsBackend(tmp_path).open()
+
+
+def test_nano_jp4_iio_power_files_and_input_rail(tmp_path):
+    dev = "bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    for n, (name, mv, ma, mw) in enumerate(
+        [("POM_5V_IN", 5080, 540, 2746), ("POM_5V_GPU", 5080, 31, 159), ("POM_5V_CPU", 5080, 157, 796)]
+    ):
+        _write(tmp_path, f"{dev}/rail_name_{n}", name)
+        _write(tmp_path, f"{dev}/in_voltage{n}_input", mv)
+        _write(tmp_path, f"{dev}/in_current{n}_input", ma)
+        _write(tmp_path, f"{dev}/in_power{n}_input", mw)
+    _write(tmp_path, "devices/gpu.0/load", 70)
+    _write(tmp_path, "class/devfreq/57000000.gpu/device/of_node/name", "gpu")
+    _write(tmp_path, "class/devfreq/57000000.gpu/cur_freq", 768000000)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    s = backend.read()
+    assert s.power_mw == {"POM_5V_IN": 2746, "POM_5V_GPU": 159, "POM_5V_CPU": 796}  # the driver's power file
+    assert (s.total_mw, s.total_rule) == (2746, "POM_5V_IN")
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (7.0, 768.0)
+    assert s.dla == {}
+    assert backend.meta()["rails"]["POM_5V_IN"].endswith("iio:device0")
+
+
+def test_no_power_monitor_is_unavailable_with_reason(tmp_path):
+    _write(tmp_path, "class/hwmon/hwmon0/name", "coretemp")
+    with pytest.raises(TelemetryUnavailable, match="no INA3221 power monitor"):
+        SysfsBackend(tmp_path).open()

@@ -1,0 +1,233 @@
+"""The tegrastats parser over the real lines in the reference, variants built from them, the child-process
+backend against a stand-in that prints those lines, replay of a log, and `edge telemetry parse`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from edge.errors import EdgeError, RunFailed
+from edge.telemetry import cli as telemetry_cli
+from edge.telemetry.replay import ReplayBackend
+from edge.telemetry.tegrastats import LineParser, TegrastatsBackend, parse_file, parse_line
+
+# Verbatim from the research note shared/reference/telemetry.md, section 2.2 (L1-L3, L5-L7).
+L1_AGX_XAVIER_JP4 = "RAM 14700/15692MB (lfb 3x2MB) SWAP 898/8192MB (cached 23MB) CPU [0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190] EMC_FREQ 0% GR3D_FREQ 0% AO@30C GPU@30.5C Tboard@31C Tdiode@32C AUX@30.5C CPU@31.5C thermal@30.8C PMIC@100C GPU 463/463 CPU 618/618 SOC 2936/2936 CV 0/0 VDDRQ 309/309 SYS5V 3306/3306"
+L2_NANO_JP4 = "RAM 1464/3964MB (lfb 214x4MB) SWAP 0/1982MB (cached 0MB) IRAM 0/252kB(lfb 252kB) CPU [90%@1479,16%@1479,0%@1479,9%@1479] EMC_FREQ 6%@1600 GR3D_FREQ 7%@768 APE 25 PLL@28C CPU@32C PMIC@50C GPU@28.5C AO@37C thermal@30.25C POM_5V_IN 2746/2911 POM_5V_GPU 159/161 POM_5V_CPU 796/989"
+L3_NANO_JP4 = "RAM 1464/3964MB (lfb 214x4MB) SWAP 0/1982MB (cached 0MB) IRAM 0/252kB(lfb 252kB) CPU [0%@1479,20%@1479,80%@1479,9%@1479] EMC_FREQ 6%@1600 GR3D_FREQ 0%@768 APE 25 PLL@28C CPU@32C PMIC@50C GPU@29C AO@36.5C thermal@30.25C POM_5V_IN 2980/2911 POM_5V_GPU 238/162 POM_5V_CPU 912/989"
+L5_ORIN_NANO_JP6_ROOT = "11-15-2024 08:38:09 RAM 6185/7620MB (lfb 8x2MB) SWAP 851/3810MB (cached 1MB) CPU [15%@729,11%@729,14%@729,13%@729,11%@729,8%@729] EMC_FREQ 43%@2133 GR3D_FREQ 63%@[621] NVDEC off NVJPG off NVJPG1 off VIC off OFA off APE 200 cpu@53.968C soc2@52.437C soc0@50.75C gpu@53.343C tj@53.968C soc1@51.656C VDD_IN 12479mW/12479mW VDD_CPU_GPU_CV 4667mW/4667mW VDD_SOC 2817mW/2817mW"
+L6_ORIN_NANO_JP6_USER = "06-18-2025 11:25:24 RAM 3452/7620MB (lfb 25x4MB) SWAP 1518/16384MB (cached 174MB) CPU [1%@1420,2%@1420,0%@1420,2%@1420,2%@729,1%@729] GR3D_FREQ 0% cpu@50.031C soc2@49.031C soc0@50C gpu@49.031C tj@50.25C soc1@50.25C VDD_IN 4824mW/4824mW VDD_CPU_GPU_CV 518mW/518mW VDD_SOC 1475mW/1475mW"
+L7_TX2_JP4 = "RAM 3276/7859MB (lfb 5x4MB) SWAP 1626/12122MB (cached 181MB) CPU [44%@1421,49%@2031,67%@2034,17%@1420,25%@1419,8%@1420] EMC_FREQ 1%@1866 GR3D_FREQ 0%@114 APE 150 MTS fg 1% bg 1% PLL@42.5C MCPU@42.5C PMIC@50C Tboard@38C GPU@39.5C BCPU@42.5C thermal@41.3C Tdiode@39.25C VDD_SYS_GPU 182/182 VDD_SYS_SOC 730/730 VDD_4V0_WIFI 0/0 VDD_IN 5297/5297 VDD_SYS_CPU 1917/1917 VDD_SYS_DDR 1241/1241"
+REAL_LINES = [L1_AGX_XAVIER_JP4, L2_NANO_JP4, L3_NANO_JP4, L5_ORIN_NANO_JP6_ROOT, L6_ORIN_NANO_JP6_USER, L7_TX2_JP4]
+
+
+def test_agx_xavier_jp4_not_root_sums_all_rails():
+    s = parse_line(L1_AGX_XAVIER_JP4)
+    assert s.power_mw == {"GPU": 463, "CPU": 618, "SOC": 2936, "CV": 0, "VDDRQ": 309, "SYS5V": 3306}
+    assert s.total_mw == 463 + 618 + 2936 + 0 + 309 + 3306 == 7632
+    assert s.total_rule == "sum:GPU+CPU+SOC+CV+VDDRQ+SYS5V"
+    assert (s.ram_used_mb, s.ram_total_mb) == (14700, 15692)
+    assert s.cpu_util_pct == [0.0] * 8 and s.cpu_freq_mhz == [1190.0] * 8
+    assert (s.emc_util_pct, s.emc_freq_mhz) == (0, None)  # not root: no @MHz
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (0, None)
+    assert s.temps_c == {"AO": 30, "GPU": 30.5, "Tboard": 31, "Tdiode": 32, "AUX": 30.5, "CPU": 31.5, "thermal": 30.8}
+    assert "PMIC" not in s.temps_c  # a fixed placeholder
+    assert s.extras["swap_used_mb"] == 898 and s.extras["swap_total_mb"] == 8192
+    assert s.dla == {} and "engines_mhz" not in s.extras
+
+
+@pytest.mark.parametrize(
+    "line, cpu, gpu_pct, in_mw, gpu_mw, cpu_mw, avg_in, temp_gpu, temp_ao",
+    [
+        (L2_NANO_JP4, [90, 16, 0, 9], 7, 2746, 159, 796, 2911, 28.5, 37),
+        (L3_NANO_JP4, [0, 20, 80, 9], 0, 2980, 238, 912, 2911, 29, 36.5),
+    ],
+)
+def test_nano_jp4_root_uses_the_input_rail(line, cpu, gpu_pct, in_mw, gpu_mw, cpu_mw, avg_in, temp_gpu, temp_ao):
+    s = parse_line(line)
+    assert s.power_mw == {"POM_5V_IN": in_mw, "POM_5V_GPU": gpu_mw, "POM_5V_CPU": cpu_mw}
+    assert (s.total_mw, s.total_rule) == (in_mw, "POM_5V_IN")  # GPU and CPU are inside POM_5V_IN
+    assert s.extras["power_avg_mw"]["POM_5V_IN"] == avg_in  # kept, never used as power
+    assert s.cpu_util_pct == cpu and s.cpu_freq_mhz == [1479] * 4
+    assert (s.emc_util_pct, s.emc_freq_mhz) == (6, 1600)
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (gpu_pct, 768)
+    assert (s.extras["iram_used_kb"], s.extras["iram_total_kb"]) == (0, 252)
+    assert s.extras["engines_mhz"] == {"APE": 25}
+    assert s.temps_c["GPU"] == temp_gpu and s.temps_c["AO"] == temp_ao and s.temps_c["thermal"] == 30.25
+    assert (s.ram_used_mb, s.ram_total_mb) == (1464, 3964)
+
+
+def test_orin_nano_jp6_root_array_gr3d_off_engines_lowercase_temps_mw_rails():
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT)
+    assert s.t_wall == datetime(2024, 11, 15, 8, 38, 9).timestamp()
+    assert s.power_mw == {"VDD_IN": 12479, "VDD_CPU_GPU_CV": 4667, "VDD_SOC": 2817}
+    assert (s.total_mw, s.total_rule) == (12479, "VDD_IN")
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (63, 621)
+    assert (s.emc_util_pct, s.emc_freq_mhz) == (43, 2133)
+    assert s.cpu_util_pct == [15, 11, 14, 13, 11, 8] and s.cpu_freq_mhz == [729] * 6
+    assert s.extras["engines_mhz"] == {"NVDEC": None, "NVJPG": None, "NVJPG1": None, "VIC": None, "OFA": None, "APE": 200}
+    assert s.temps_c == {"cpu": 53.968, "soc2": 52.437, "soc0": 50.75, "gpu": 53.343, "tj": 53.968, "soc1": 51.656}
+    assert (s.ram_used_mb, s.ram_total_mb) == (6185, 7620)
+
+
+def test_orin_nano_jp6_not_root_has_no_emc_and_plain_gr3d():
+    s = parse_line(L6_ORIN_NANO_JP6_USER)
+    assert s.t_wall == datetime(2025, 6, 18, 11, 25, 24).timestamp()
+    assert (s.total_mw, s.total_rule) == (4824, "VDD_IN")
+    assert s.power_mw["VDD_CPU_GPU_CV"] == 518 and s.power_mw["VDD_SOC"] == 1475
+    assert (s.emc_util_pct, s.emc_freq_mhz) == (None, None)  # missing, not 0
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (0, None)
+    assert s.cpu_freq_mhz == [1420, 1420, 1420, 1420, 729, 729]
+    assert s.temps_c["soc0"] == 50 and s.temps_c["tj"] == 50.25
+
+
+def test_tx2_jp4_input_rail_among_six_and_mts():
+    s = parse_line(L7_TX2_JP4)
+    assert len(s.power_mw) == 6 and s.power_mw["VDD_4V0_WIFI"] == 0 and s.power_mw["VDD_SYS_DDR"] == 1241
+    assert (s.total_mw, s.total_rule) == (5297, "VDD_IN")
+    assert s.cpu_freq_mhz == [1421, 2031, 2034, 1420, 1419, 1420]
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (0, 114)
+    assert (s.extras["mts_fg_pct"], s.extras["mts_bg_pct"]) == (1, 1)
+    assert s.temps_c["BCPU"] == 42.5 and s.temps_c["Tdiode"] == 39.25
+
+
+# Variants of the real lines for the forms the reference describes but has no verbatim capture of.
+def test_three_value_rails_and_two_value_temps():
+    line = L5_ORIN_NANO_JP6_ROOT.replace("12479mW/12479mW", "12479mW/12000mW/13001mW").replace("cpu@53.968C", "cpu@53.968C/52.5C")
+    s = parse_line(line)
+    assert s.total_mw == 12479
+    assert s.extras["power_third_mw"] == {"VDD_IN": 13001}
+    assert s.temps_c["cpu"] == 53.968 and s.extras["temps_c_second"] == {"cpu": 52.5}
+
+
+def test_per_gpc_clocks_thor_form_and_gr3d2():
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("63%@[621]", "63%@[612,624]"))
+    assert (s.gpu_util_pct, s.gpu_freq_mhz, s.extras["gpc_freq_mhz"]) == (63, 624, [612, 624])
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("GR3D_FREQ 63%@[621]", "GR3D_FREQ @[1575,1575,1575]"))
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (None, 1575)
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("GR3D_FREQ 63%@[621]", "GR3D_FREQ 63%@621 GR3D2_FREQ 12%@621"))
+    assert (s.gpu_util_pct, s.extras["gpu2_util_pct"]) == (63, 12)
+
+
+def test_dla_tokens_old_and_new_forms_and_tracking_across_lines():
+    busy = L5_ORIN_NANO_JP6_ROOT.replace("APE 200", "APE 200 NVDLA0_FREQ @1600 NVENC 716 VIC_FREQ 115")
+    s = parse_line(busy)
+    assert s.dla == {"DLA0": {"online": True, "freq_mhz": 1600}}
+    assert s.extras["engines_mhz"]["NVENC"] == 716
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("APE 200", "APE 200 NVDLA0 off NVDLA1 off PVA0_FREQ off"))
+    assert s.dla == {"DLA0": {"online": False, "freq_mhz": None}, "DLA1": {"online": False, "freq_mhz": None}}
+    # Older tegrastats drops the token when the DLA stops: after it was seen, a root line without it means off.
+    parser = LineParser()
+    assert parser.parse(busy, 0.0).dla["DLA0"]["online"] is True
+    assert parser.parse(L5_ORIN_NANO_JP6_ROOT, 1.0).dla["DLA0"] == {"online": False, "freq_mhz": None}
+    assert parser.parse(L6_ORIN_NANO_JP6_USER, 2.0).dla == {}  # a non-root line reports no engines: unknown
+
+
+def test_offline_sensor_missing_mw_reordered_and_truncated():
+    s = parse_line(L6_ORIN_NANO_JP6_USER.replace("soc1@50.25C", "soc1@-256C"))
+    assert s.temps_c["soc1"] is None
+    s = parse_line(L6_ORIN_NANO_JP6_USER.replace("mW", ""))
+    assert s.power_mw == {"VDD_IN": 4824, "VDD_CPU_GPU_CV": 518, "VDD_SOC": 1475}
+    tokens = L7_TX2_JP4.split(" VDD_SYS_GPU")
+    s = parse_line("VDD_SYS_GPU" + tokens[1] + " " + tokens[0])
+    assert (s.total_mw, s.gpu_freq_mhz, s.ram_used_mb) == (5297, 114, 3276)
+    s = parse_line(L2_NANO_JP4[: L2_NANO_JP4.index(" POM_5V_IN")])
+    assert (s.total_mw, s.total_rule, s.power_mw) == (None, None, {})
+    assert s.gpu_util_pct == 7
+    s = parse_line("RAM 1464/3964MB (lfb 214x4MB) SWAP 0/1982MB (cached 0MB) CPU [off,16%@1479,off,9%@1479]")
+    assert s.cpu_util_pct == [None, 16, None, 9] and s.cpu_freq_mhz == [None, 1479, None, 1479]
+    s = parse_line("RAM 1464/3964MB (lfb 214x4MB) CPU [5%,6%]@1734 EMC_FREQ 1%")
+    assert s.cpu_util_pct == [5, 6] and s.cpu_freq_mhz == [1734, 1734]
+
+
+def test_parse_file_skips_blank_lines_and_stamps_interval(tmp_path):
+    log = tmp_path / "tegrastats.log"
+    log.write_text("\n".join(REAL_LINES[:3]) + "\n\n" + L7_TX2_JP4 + "\n")
+    samples = parse_file(log, interval_s=0.5)
+    assert [s.t_mono for s in samples] == [0.0, 0.5, 1.0, 1.5]
+    assert [s.total_mw for s in samples] == [7632, 2746, 2980, 5297]
+
+
+def test_missing_log_is_a_one_line_edge_error(tmp_path):
+    with pytest.raises(EdgeError, match=r"tegrastats log '.*nope.log' does not exist"):
+        parse_file(tmp_path / "nope.log")
+
+
+def test_cli_parse_json_prints_every_sample(tmp_path, capsys):
+    log = tmp_path / "t.log"
+    log.write_text("\n".join(REAL_LINES) + "\n")
+    parser = argparse.ArgumentParser()
+    telemetry_cli.add_arguments(parser)
+    assert telemetry_cli.main(parser.parse_args(["parse", "--tegrastats", str(log), "--json"])) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [d["total_mw"] for d in out] == [7632, 2746, 2980, 12479, 4824, 5297]
+    assert out[3]["gpu_util_pct"] == 63 and out[3]["total_rule"] == "VDD_IN"
+    assert telemetry_cli.main(parser.parse_args(["parse", "--tegrastats", str(log)])) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 6 and "12.5 W GPU 63%" in table[3]
+
+
+FAKE_TEGRASTATS = """
+import sys, time
+lines = open(sys.argv[1]).read().splitlines()
+for line in lines:
+    print(line, flush=True)
+    time.sleep(0.02)
+sys.stdout.write("RAM 1/2MB partial line with no newline")
+sys.stdout.flush()
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def _stand_in(tmp_path, lines, rc=0):
+    log = tmp_path / "recorded.log"
+    log.write_text("\n".join(lines) + "\n")
+    script = tmp_path / "fake_tegrastats.py"
+    script.write_text(FAKE_TEGRASTATS)
+    return [sys.executable, str(script), str(log), str(rc)]
+
+
+def test_backend_reads_a_stand_in_process_until_it_exits(tmp_path):
+    backend = TegrastatsBackend(interval_s=0.02, cmd=_stand_in(tmp_path, REAL_LINES, rc=3))
+    backend.open()
+    totals = []
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            try:
+                s = backend.read()
+            except RunFailed as exc:
+                assert "status 3 after 6 lines" in str(exc)  # the partial last line was not counted
+                break
+            if s is not None:
+                assert s.backend == "tegrastats" and abs(s.t_mono - time.monotonic()) < 5
+                totals.append(s.total_mw)
+            time.sleep(0.005)
+        else:
+            pytest.fail("the stand-in never exited")
+    finally:
+        backend.close()
+    assert totals and set(totals) <= {7632, 2746, 2980, 12479, 4824, 5297} and totals[-1] == 5297
+    assert backend.meta()["interval_ms"] == 20
+
+
+def test_backend_close_stops_a_running_child(tmp_path):
+    backend = TegrastatsBackend(interval_s=0.1, cmd=_stand_in(tmp_path, REAL_LINES * 200))
+    backend.open()
+    backend.close()
+    assert backend._proc.returncode is not None
+
+
+def test_replay_of_a_tegrastats_log(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text("\n".join(REAL_LINES) + "\n")
+    backend = ReplayBackend(log)
+    backend.open()
+    got = [backend.read() for _ in range(7)]
+    assert [s.total_mw for s in got[:6]] == [7632, 2746, 2980, 12479, 4824, 5297] and got[6] is None
+    assert got[0].backend == "replay:tegrastats" and got[5].extras["t_recorded"] == 5.0
