@@ -1,0 +1,851 @@
+"""Offline DLA placement prediction: which ONNX nodes TensorRT will run on the DLA, from the graph alone.
+
+Each ONNX node is mapped to the TensorRT layer the ONNX parser makes of it, checked against the limits table
+for the target (``dla_rules.TABLES``), then the DLA-eligible layers are grouped the way TensorRT builds
+loadables: connected DLA layers merge into one subgraph unless that would route a path out through the GPU
+and back in. Subgraphs past the per-core cap go to GPU, as TensorRT does. This is a prediction: confirm it
+with ``config.can_run_on_DLA`` and the build log on the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+import numpy as np
+
+from edge.build.dla_rules import RULES, Limits, limits_for
+from edge.build.graph import PASSTHROUGH, Graph, attrs, is_static, prepare
+from edge.errors import EdgeError
+
+DLA, GPU = "DLA", "GPU"
+Broken = Optional[Tuple[str, str]]  # (rule id, the value that broke it) or None when the layer fits
+
+_FLOAT_TYPES = {1, 10}  # TensorProto FLOAT, FLOAT16: TensorRT runs either as FP16/INT8 on DLA
+_FP32 = 1
+_CAST_TYPES = {3, 9}  # INT8 and BOOL: the comparison -> Cast pair is the one DLA path for them
+_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus"}
+_ACTIVATIONS |= {"Softsign", "ThresholdedRelu", "Gelu", "Mish", "Celu"}
+_ELTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Pow", "Mean"}
+_COMPARE = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
+_UNARY = {"Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Sin", "Cos", "Tan", "Floor", "Ceil", "Round", "Erf", "Not", "Sign"}
+_MULTI_INPUT = _ELTWISE | _COMPARE | {"Concat", "MatMul", "Gemm", "PRelu"}
+# Runtime parameters of these ops also make their output shape unknown; the parameter is the better reason.
+_PARAMS_SET_SHAPE = {"Slice", "Split", "Resize", "Upsample"}
+_SHUFFLE = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
+_QUANT = {
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "MatMulInteger",
+    "DynamicQuantizeLinear",
+}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp"}
+_REDUCE |= {"ReduceSumSquare", "ReduceLogSum", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}
+_NO_DLA = {
+    "Gather": "GATHER",
+    "GatherElements": "GATHER",
+    "GatherND": "GATHER",
+    "ScatterND": "SCATTER",
+    "ScatterElements": "SCATTER",
+    "Where": "SELECT",
+    "NonZero": "NON_ZERO",
+    "TopK": "TOPK",
+    "LSTM": "RNN",
+    "GRU": "RNN",
+    "RNN": "RNN",
+    "InstanceNormalization": "NORMALIZATION",
+    "GroupNormalization": "NORMALIZATION",
+    "LayerNormalization": "NORMALIZATION",
+    "Expand": "SLICE",
+    "Tile": "SLICE",
+    "Range": "FILL",
+    "ConstantOfShape": "FILL",
+    "Shape": "SHAPE",
+    "Size": "SHAPE",
+    "NonMaxSuppression": "NMS",
+    "Einsum": "EINSUM",
+    "CumSum": "SCAN",
+    "ArgMax": "TOPK",
+    "ArgMin": "TOPK",
+    "Loop": "LOOP",
+    "If": "CONDITION",
+    "OneHot": "ONE_HOT",
+    "GridSample": "GRID_SAMPLE",
+    "RoiAlign": "PLUGIN",
+}
+
+
+@dataclass
+class NodeVerdict:
+    name: str
+    op: str
+    layer: str  # the TensorRT layer kind the parser creates
+    device: str  # DLA | GPU
+    rule: Optional[str] = None  # the rule that sent it to GPU
+    value: Optional[str] = None  # the value that broke the rule
+    flops: int = 0
+    fused_into: Optional[str] = None  # the conv this BatchNorm/activation fuses into in the engine
+    subgraph: Optional[int] = None
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        if self.rule is None:
+            return "; ".join(self.notes)
+        return f"{self.value} [{self.rule}]"
+
+
+@dataclass
+class Subgraph:
+    index: int
+    nodes: List[str]
+    flops: int
+    weight_bytes: int  # at FP16
+    local_bytes: int  # intermediate tensors inside the loadable, at FP16
+
+
+@dataclass
+class Report:
+    model: str
+    target: str
+    trt: str
+    jetpack: str
+    precision: str
+    inputs: Dict[str, List[int]]
+    dynamic_inputs: Dict[str, List[Union[int, str]]]
+    nodes: List[NodeVerdict]
+    subgraphs: List[Subgraph]
+    transitions: int  # tensors crossing DLA<->GPU (one reformat each)
+    gpu_islands: int  # GPU regions fed by DLA and feeding DLA again
+    folded: int  # ONNX nodes TensorRT computes at build time (constants, static shapes)
+    max_subgraphs: int
+    candidate_subgraphs: int  # before the per-core cap sends the surplus to GPU
+    findings: List[str] = field(default_factory=list)
+
+    @property
+    def dla_nodes(self) -> int:
+        return sum(n.device == DLA for n in self.nodes)
+
+    @property
+    def gpu_nodes(self) -> int:
+        return len(self.nodes) - self.dla_nodes
+
+    @property
+    def flops(self) -> int:
+        return sum(n.flops for n in self.nodes)
+
+    @property
+    def dla_flops(self) -> int:
+        return sum(n.flops for n in self.nodes if n.device == DLA)
+
+    @property
+    def dla_node_share(self) -> float:
+        return self.dla_nodes / len(self.nodes) if self.nodes else 0.0
+
+    @property
+    def dla_flops_share(self) -> float:
+        return self.dla_flops / self.flops if self.flops else 0.0
+
+    def gpu_by_rule(self) -> Dict[str, int]:
+        counts: Dict[str, int] = {}
+        for n in self.nodes:
+            if n.rule:
+                counts[n.rule] = counts.get(n.rule, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    def summary(self) -> Dict[str, Any]:
+        return {
+            "nodes": len(self.nodes),
+            "dla_nodes": self.dla_nodes,
+            "gpu_nodes": self.gpu_nodes,
+            "folded_nodes": self.folded,
+            "dla_node_share": round(self.dla_node_share, 4),
+            "flops": self.flops,
+            "dla_flops": self.dla_flops,
+            "dla_flops_share": round(self.dla_flops_share, 4),
+            "subgraphs": len(self.subgraphs),
+            "candidate_subgraphs": self.candidate_subgraphs,
+            "max_subgraphs_per_core": self.max_subgraphs,
+            "transitions": self.transitions,
+            "gpu_islands": self.gpu_islands,
+            "gpu_by_rule": self.gpu_by_rule(),
+        }
+
+    def to_dict(self) -> Dict[str, Any]:
+        used = {n.rule for n in self.nodes if n.rule}
+        return {
+            "model": self.model,
+            "target": self.target,
+            "trt": self.trt,
+            "jetpack": self.jetpack,
+            "precision": self.precision,
+            "inputs": self.inputs,
+            "dynamic_inputs": self.dynamic_inputs,
+            "summary": self.summary(),
+            "findings": self.findings,
+            "subgraphs": [asdict(s) for s in self.subgraphs],
+            "nodes": [{**asdict(n), "reason": n.reason} for n in self.nodes],
+            "legend": "reason = the value that broke the rule [rule id]; see 'rules' for each rule's limit and sources",
+            "rules": {r: asdict(RULES[r]) for r in sorted(used)},
+            "prediction_only": "confirm with config.can_run_on_DLA(layer) and the 'Layers Running on DLA' build log",
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-layer checks. Each returns None when the layer fits the DLA, else (rule id, the value that broke it).
+
+
+class _Ctx:
+    def __init__(self, graph: Graph, limits: Limits, precision: str) -> None:
+        self.g, self.lim, self.precision = graph, limits, precision
+
+    def const(self, name: str) -> Optional[np.ndarray]:
+        return self.g.consts.get(name) if name else None
+
+    def data_inputs(self, node: Any) -> List[str]:
+        """The runtime tensors a layer computes on; other inputs (slice starts, resize scales) are parameters."""
+        names = node.input if node.op_type in _MULTI_INPUT else node.input[:1]
+        return [n for n in names if n and n not in self.g.consts]
+
+
+def _in_range(values: List[int], bounds: Tuple[int, int]) -> bool:
+    return all(bounds[0] <= v <= bounds[1] for v in values)
+
+
+def _x(values: List[int]) -> str:
+    return "x".join(str(v) for v in values)
+
+
+def _conv_pads(node: Any, a: Dict[str, Any], kernel: List[int], g: Graph) -> List[int]:
+    """Begin and end pads per spatial dim, resolving auto_pad SAME_* the way ONNX defines it."""
+    n = len(kernel)
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        ins, strides, dil = g.shape(node.input[0]) or (), a.get("strides", [1] * n), a.get("dilations", [1] * n)
+        pads = [0] * (2 * n)
+        for i in range(n):
+            size = int(ins[2 + i]) if len(ins) == n + 2 and isinstance(ins[2 + i], int) else 1
+            total = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + n] = (small, big) if auto == "SAME_UPPER" else (big, small)
+        return pads
+    return list(a.get("pads", [0] * (2 * n)))
+
+
+def _check_conv(ctx: _Ctx, node: Any) -> Broken:
+    lim, a = ctx.lim, attrs(node)
+    w = ctx.const(node.input[1])
+    if w is None:
+        return "conv.weights", "weights come from a runtime tensor"
+    kernel = list(w.shape[2:])
+    strides, dil = list(a.get("strides", [1] * len(kernel))), list(a.get("dilations", [1] * len(kernel)))
+    pads = _conv_pads(node, a, kernel, ctx.g)
+    if not _in_range(kernel, lim.conv_kernel):
+        return "conv.kernel", f"kernel {_x(kernel)}"
+    if not _in_range(strides, lim.conv_stride):
+        return "conv.stride", f"stride {_x(strides)}"
+    if not _in_range(dil, lim.conv_dilation):
+        return "conv.dilation", f"dilation {_x(dil)}"
+    n = len(kernel)
+    if not _in_range(pads, lim.conv_pad) or any(p >= kernel[i % n] for i, p in enumerate(pads)):
+        return "conv.pad", f"pads {_x(pads)} with kernel {_x(kernel)}"
+    return None
+
+
+def _int8_group_note(ctx: _Ctx, node: Any) -> Optional[str]:
+    w, group = ctx.const(node.input[1]), int(attrs(node).get("group", 1))
+    if ctx.precision != "int8" or group == 1 or w is None:
+        return None
+    cin, cout = w.shape[1], w.shape[0] // group
+    if cin % 4 or cout % 4:
+        return f"INT8 grouped conv with {cin}/{cout} channels per group runs FP16 (conv.int8_group)"
+    return None
+
+
+def _deconv_dims_ok(values: List[int], lim: Limits) -> bool:
+    if _in_range(values, lim.deconv_range):
+        return True
+    # One wide dimension (64/96/128) is allowed when the other is 1.
+    return len(values) == 2 and sorted(values)[0] == 1 and max(values) in lim.deconv_wide
+
+
+def _check_deconv(ctx: _Ctx, node: Any) -> Broken:
+    a = attrs(node)
+    w = ctx.const(node.input[1])
+    if w is None:
+        return "conv.weights", "weights come from a runtime tensor"
+    kernel = list(w.shape[2:])
+    strides = list(a.get("strides", [1] * len(kernel)))
+    if not _deconv_dims_ok(kernel, ctx.lim):
+        return "deconv.kernel", f"kernel {_x(kernel)}"
+    if not _deconv_dims_ok(strides, ctx.lim):
+        return "deconv.stride", f"stride {_x(strides)}"
+    pads = list(a.get("pads", [])) + list(a.get("output_padding", []))
+    if any(pads) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return "deconv.pad", f"padding {_x(pads) if pads else a['auto_pad']}"
+    if int(a.get("group", 1)) != 1:
+        return "deconv.groups", f"{a['group']} groups"
+    if any(d != 1 for d in a.get("dilations", [])):
+        return "deconv.dilation", f"dilation {_x(a['dilations'])}"
+    return None
+
+
+def _check_pool(ctx: _Ctx, node: Any) -> Broken:
+    lim, a = ctx.lim, attrs(node)
+    if node.op_type not in ("MaxPool", "AveragePool") or len(node.output) > 1 or any(d != 1 for d in a.get("dilations", [])):
+        return "pool.kind", node.op_type if node.op_type != "MaxPool" else "MaxPool with indices or dilation"
+    kernel = list(a["kernel_shape"])
+    strides = list(a.get("strides", [1] * len(kernel)))
+    pads = _conv_pads(node, a, kernel, ctx.g)
+    if not _in_range(kernel, lim.pool_window):
+        return "pool.window", f"window {_x(kernel)}"
+    if not _in_range(strides, lim.pool_stride):
+        return "pool.stride", f"stride {_x(strides)}"
+    if not _in_range(pads, lim.pool_pad):
+        return "pool.pad", f"pads {_x(pads)}"
+    if node.op_type == "AveragePool" and not lim.pool_exclusive_pad and not a.get("count_include_pad", 0):
+        return "pool.exclusive", "count_include_pad=0 (exclusive padding)"
+    return None
+
+
+def _check_reduce(ctx: _Ctx, node: Any) -> Broken:
+    if node.op_type == "GlobalAveragePool":
+        return "pool.global", "GlobalAveragePool (a REDUCE layer)"
+    if node.op_type not in ("ReduceMax", "GlobalMaxPool") or not ctx.lim.reduce_max:
+        return "reduce.op", f"{node.op_type} on TensorRT {ctx.lim.trt}"
+    rank = len(ctx.g.shape(node.input[0]) or ())
+    axes = attrs(node).get("axes")
+    if axes is None and len(node.input) > 1:
+        const = ctx.const(node.input[1])
+        axes = None if const is None else const.tolist()
+    if node.op_type == "ReduceMax" and (axes is None or any(ax % rank == 0 for ax in axes)):
+        return "reduce.axes", "reduces the batch axis" if axes else "reduces every axis"
+    return None
+
+
+def _check_activation(ctx: _Ctx, node: Any) -> Broken:
+    if node.op_type not in ctx.lim.activations:
+        return "act.kind", node.op_type
+    if node.op_type == "Clip" and any(n and n not in ctx.g.consts for n in node.input[1:]):
+        return "act.kind", "Clip bounds come from runtime tensors"
+    return None
+
+
+def _check_prelu(ctx: _Ctx, node: Any) -> Broken:
+    return None if node.input[1] in ctx.g.consts else ("prelu.slope", "slope is a runtime tensor")
+
+
+def _broadcast_ok(dims: Tuple[int, ...], out: Tuple[int, ...]) -> bool:
+    d = (1,) * (len(out) - len(dims)) + tuple(dims)
+    if d == tuple(out) or all(v == 1 for v in d):
+        return True
+    return len(out) == 4 and d[1] == out[1] and d[2] == d[3] == 1 and d[0] in (1, out[0])
+
+
+def _check_eltwise(ctx: _Ctx, node: Any) -> Broken:
+    if node.op_type not in ctx.lim.eltwise:
+        return "elt.op", f"{node.op_type} on TensorRT {ctx.lim.trt}"
+    out = ctx.g.shape(node.output[0]) or ()
+    for name in node.input:
+        dims = ctx.g.shape(name) or ()
+        if not _broadcast_ok(tuple(dims), tuple(out)):
+            return "elt.broadcast", f"operand {_x(list(dims))} broadcast to {_x(list(out))}"
+    return None
+
+
+def _check_compare(ctx: _Ctx, node: Any) -> Broken:
+    users = [ctx.g.nodes[i].op_type for i in ctx.g.consumers.get(node.output[0], [])]
+    if ctx.precision != "int8" or not users or any(u != "Cast" for u in users):
+        return "cmp.int8", f"{node.op_type} in {ctx.precision}" + ("" if users == ["Cast"] else " not followed by a Cast")
+    return None
+
+
+def _check_unary(ctx: _Ctx, node: Any) -> Broken:
+    return None if node.op_type == "Abs" else ("unary.op", node.op_type)
+
+
+def _check_lrn(ctx: _Ctx, node: Any) -> Broken:
+    size = int(attrs(node)["size"])
+    return None if size in ctx.lim.lrn_windows else ("lrn.window", f"window {size}")
+
+
+def _check_softmax(ctx: _Ctx, node: Any) -> Broken:
+    if not ctx.lim.softmax:
+        return "softmax.gen", f"SoftMax on {ctx.lim.generation}"
+    dims = ctx.g.shape(node.input[0]) or ()
+    axis = int(attrs(node).get("axis", -1)) % len(dims)
+    if axis < len(dims) - 3:
+        return "softmax.axis", f"axis {axis} (batch)"
+    others = [d for i, d in enumerate(dims[-3:], len(dims) - 3) if i != axis]
+    cap = ctx.lim.softmax_accurate_max if all(d == 1 for d in others) else ctx.lim.softmax_max
+    if dims[axis] > cap:
+        return "softmax.size", f"axis size {dims[axis]} > {cap}"
+    return None
+
+
+def _check_concat(ctx: _Ctx, node: Any) -> Broken:
+    rank = len(ctx.g.shape(node.output[0]) or ())
+    axis = int(attrs(node)["axis"]) % rank
+    if axis != rank - 3:
+        return "concat.axis", f"axis {axis}"
+    if len([n for n in node.input if n]) < 2:
+        return "concat.inputs", f"{len(node.input)} input"
+    return None
+
+
+def _check_resize(ctx: _Ctx, node: Any) -> Broken:
+    a, opset = attrs(node), _opset(ctx.g)
+    if node.op_type == "Resize" and len(node.input) > 3 and node.input[3]:
+        return "resize.scales", "output size given by 'sizes'"
+    name = node.input[2] if node.op_type == "Resize" and opset >= 11 else node.input[1]
+    scales = ctx.const(name)
+    if scales is None:
+        return "resize.scales", "scales computed at run time"
+    scales = [float(s) for s in scales.ravel()]
+    if len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
+        return "resize.scales", f"scales {scales}"
+    mode = a.get("mode", "nearest")
+    transform = a.get(
+        "coordinate_transformation_mode", "half_pixel" if opset >= 11 and node.op_type == "Resize" else "asymmetric"
+    )
+    nearest = a.get("nearest_mode", "round_prefer_floor" if opset >= 11 and node.op_type == "Resize" else "floor")
+    if mode == "nearest":
+        ok = (transform, nearest) in {
+            ("asymmetric", "floor"),
+            ("half_pixel", "round_prefer_floor"),
+            ("half_pixel", "round_prefer_ceil"),
+        }
+        limit = ctx.lim.resize_nearest_max
+    else:
+        ok = mode == "linear" and transform in ("half_pixel", "pytorch_half_pixel")
+        limit = ctx.lim.resize_linear_max
+    if not ok:
+        return "resize.mode", f"{mode} {transform}" + (f" {nearest}" if mode == "nearest" else "")
+    hw = scales[2:]
+    if any(s != int(s) or not 1 <= s <= limit for s in hw):
+        return "resize.range", f"H,W scales {hw[0]:g}x{hw[1]:g} for {mode}"
+    return None
+
+
+def _opset(g: Graph) -> int:
+    return next((o.version for o in g.model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _check_slice(ctx: _Ctx, node: Any) -> Broken:
+    dims = ctx.g.shape(node.input[0]) or ()
+    rank = len(dims)
+    if _opset(ctx.g) < 10:
+        a = attrs(node)
+        starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
+    else:
+        parts = [ctx.const(n) if i < len(node.input) else None for i, n in enumerate(list(node.input) + ["", ""])][1:5]
+        if any(p is None for p, n in zip(parts, node.input[1:]) if n):
+            return "slice.const", "start/end/axes/steps come from runtime tensors"
+        starts, ends, axes, steps = (None if p is None else p.tolist() for p in parts)
+    axes = list(range(len(starts))) if axes is None else axes
+    if steps is not None and any(s != 1 for s in steps):
+        return "slice.step", f"steps {steps}"
+    for ax, start, end in zip(axes, starts, ends):
+        if ax % rank == 0 and (start != 0 or end < dims[0]):
+            return "slice.axis0", "slices the batch axis"
+    return None
+
+
+def _check_split(ctx: _Ctx, node: Any) -> Broken:
+    rank = len(ctx.g.shape(node.input[0]) or ())
+    if int(attrs(node).get("axis", 0)) % rank == 0:
+        return "slice.axis0", "splits the batch axis"
+    if len(node.input) > 1 and node.input[1] and node.input[1] not in ctx.g.consts:
+        return "slice.const", "split sizes come from a runtime tensor"
+    return None
+
+
+def _check_matmul(ctx: _Ctx, node: Any) -> Broken:
+    return None if node.input[1] in ctx.g.consts else ("matmul.weights", "both operands are runtime tensors")
+
+
+def _fits(ctx: _Ctx, node: Any) -> Broken:
+    return None
+
+
+def _always(rule: str) -> Callable[[_Ctx, Any], Broken]:
+    """A layer that never runs on the DLA: its own rule is the reason, before any tensor check."""
+
+    def check(ctx: _Ctx, node: Any) -> Broken:
+        return rule, node.op_type
+
+    check.always = True  # type: ignore[attr-defined]
+    return check
+
+
+def _layer_of(op: str) -> Tuple[str, Callable[[_Ctx, Any], Broken]]:
+    """The TensorRT layer kind an ONNX op becomes, with the check for that layer."""
+    table: Dict[str, Tuple[str, Callable[[_Ctx, Any], Broken]]] = {
+        "Conv": ("CONVOLUTION", _check_conv),
+        "ConvTranspose": ("DECONVOLUTION", _check_deconv),
+        "MaxPool": ("POOLING", _check_pool),
+        "AveragePool": ("POOLING", _check_pool),
+        "LpPool": ("POOLING", _check_pool),
+        "BatchNormalization": ("SCALE", _fits),
+        "PRelu": ("PARAMETRIC_RELU", _check_prelu),
+        "HardSwish": ("ACTIVATION(HARD_SIGMOID)+ELEMENTWISE(PROD)", _check_activation),
+        "LRN": ("LRN", _check_lrn),
+        "Softmax": ("SOFTMAX", _check_softmax),
+        "Concat": ("CONCATENATION", _check_concat),
+        "Resize": ("RESIZE", _check_resize),
+        "Upsample": ("RESIZE", _check_resize),
+        "Slice": ("SLICE", _check_slice),
+        "Split": ("SLICE", _check_split),
+        "Pad": ("SLICE(FILL)", _always("pad.fill")),
+        "MatMul": ("MATRIX_MULTIPLY", _check_matmul),
+        "Gemm": ("MATRIX_MULTIPLY", _check_matmul),
+        "Cast": ("CAST", _always("op.unknown")),
+    }
+    if op in table:
+        return table[op]
+    if op in _ACTIVATIONS:
+        return "ACTIVATION", _check_activation
+    if op in _ELTWISE:
+        return "ELEMENTWISE", _check_eltwise
+    if op in _COMPARE:
+        return "ELEMENTWISE", _check_compare
+    if op in _UNARY:
+        return "UNARY", _check_unary
+    if op in _REDUCE:
+        return "REDUCE", _check_reduce
+    if op in _SHUFFLE:
+        return "SHUFFLE", _always("shuffle")
+    if op in _QUANT:
+        return "QUANTIZE", _always("gen.qdq")
+    if op in _NO_DLA:
+        return _NO_DLA[op], _always("op.unsupported")
+    return "UNKNOWN", _always("op.unknown")
+
+
+def _check_general(ctx: _Ctx, node: Any) -> Broken:
+    """The restrictions every DLA layer shares: static 4-D floating-point tensors within the size caps."""
+    g, lim = ctx.g, ctx.lim
+    for name in ctx.data_inputs(node) + [o for o in node.output if o]:
+        dims = g.shape(name)
+        if not is_static(dims):
+            return "gen.static", f"tensor '{name}' has shape {_x(list(dims)) if dims else 'unknown'}"
+        dtype = g.dtypes.get(name, 0)
+        if dtype not in _FLOAT_TYPES and not (dtype in _CAST_TYPES and node.op_type in _COMPARE | {"Cast"}):
+            return "gen.dtype", f"tensor '{name}' is {_dtype_name(dtype)}"
+        if lim.strongly_typed and dtype == _FP32:
+            return "gen.typed", f"tensor '{name}' is float32"
+        if len(dims) != 4:
+            return "gen.rank4", f"{len(dims)}-D tensor {_x(list(dims))}"
+        if any(d > lim.max_dim for d in dims[1:]):
+            return "gen.dim", f"dimension {max(dims[1:])} in {_x(list(dims))}"
+        if dims[0] > lim.max_batch:
+            return "gen.batch", f"batch {dims[0]}"
+    return None
+
+
+def _dtype_name(dtype: int) -> str:
+    from onnx import TensorProto
+
+    return TensorProto.DataType.Name(dtype).lower() if dtype else "of unknown type"
+
+
+def _numel(dims: Any) -> int:
+    return int(np.prod([d for d in dims if isinstance(d, int)])) if dims else 0
+
+
+def _flops(g: Graph, node: Any) -> int:
+    """Multiply-adds count twice; everything else is one operation per output element."""
+    out = _numel(g.shape(node.output[0]))
+    op = node.op_type
+    w = g.consts.get(node.input[1]) if len(node.input) > 1 else None
+    if op == "Conv" and w is not None:
+        return 2 * out * int(np.prod(w.shape[1:]))
+    if op == "ConvTranspose" and w is not None:
+        return 2 * _numel(g.shape(node.input[0])) * int(np.prod(w.shape[1:]))
+    if op in ("MatMul", "Gemm"):
+        k = (
+            (g.shape(node.input[0]) or (1,))[-1]
+            if op == "MatMul" or not attrs(node).get("transA", 0)
+            else g.shape(node.input[0])[0]
+        )
+        return 2 * out * int(k)
+    if op in ("MaxPool", "AveragePool"):
+        return out * int(np.prod(attrs(node)["kernel_shape"]))
+    if op in _REDUCE:
+        return _numel(g.shape(node.input[0]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Partitioning.
+
+
+class _Partition:
+    """Merge DLA layers into loadables: connected, and convex (no DLA -> GPU -> DLA path inside one)."""
+
+    def __init__(self, units: List[int], preds: Dict[int, List[int]], on_dla: Set[int]) -> None:
+        self.order = {u: i for i, u in enumerate(units)}
+        self.preds = preds
+        self.succs: Dict[int, List[int]] = {u: [] for u in units}
+        for v, ps in preds.items():
+            for p in ps:
+                self.succs[p].append(v)
+        self.parent = {u: u for u in on_dla}
+        self.members = {u: [u] for u in on_dla}
+        for v in units:
+            if v in on_dla:
+                for p in preds[v]:
+                    if p in on_dla:
+                        self._merge(p, v)
+
+    def find(self, u: int) -> int:
+        while self.parent[u] != u:
+            self.parent[u] = self.parent[self.parent[u]]
+            u = self.parent[u]
+        return u
+
+    def _merge(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        inside = set(self.members[ra]) | set(self.members[rb])
+        if self._path_leaves_and_returns(inside):
+            return
+        self.parent[rb] = ra
+        self.members[ra] += self.members.pop(rb)
+
+    def _path_leaves_and_returns(self, inside: Set[int]) -> bool:
+        last = max(self.order[u] for u in inside)
+        stack = [s for u in inside for s in self.succs[u] if s not in inside]
+        seen: Set[int] = set()
+        while stack:
+            v = stack.pop()
+            if v in seen or self.order[v] > last:  # later nodes cannot lead back into the set
+                continue
+            seen.add(v)
+            for s in self.succs[v]:
+                if s in inside:
+                    return True
+                stack.append(s)
+        return False
+
+    def groups(self) -> List[List[int]]:
+        found = [sorted(m, key=self.order.__getitem__) for m in self.members.values()]
+        return sorted(found, key=lambda m: self.order[m[0]])
+
+
+def predict(
+    model: Union[str, Path, Any],
+    target: str = "orin",
+    trt: Optional[str] = None,
+    shapes: Optional[Dict[str, Tuple[int, ...]]] = None,
+    precision: str = "fp16",
+) -> Report:
+    """Predict the DLA placement of an ONNX model (a path or a ModelProto) for one target and TensorRT."""
+    if precision not in ("fp16", "int8"):
+        raise EdgeError(f"precision must be fp16 or int8 for DLA, not '{precision}'")
+    limits = limits_for(target, trt)
+    graph = prepare(model, shapes)
+    unpinned = {n: d for n, d in graph.input_shapes.items() if not is_static(d)}
+    if unpinned:
+        raise EdgeError(
+            "dynamic input "
+            + ", ".join(f"'{n}' {list(d) if d else '(no shape)'}" for n, d in unpinned.items())
+            + ": the DLA needs static shapes (one optimization profile with min = opt = max); pass the build shape, e.g. "
+            + " ".join(f"--shape {n}={_example(d)}" for n, d in unpinned.items())
+        )
+    return _predict(graph, limits, precision, str(model) if isinstance(model, (str, Path)) else graph.model.graph.name)
+
+
+def _example(dims: Any) -> str:
+    return "x".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in dims) if dims else "1x3x224x224"
+
+
+def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
+    ctx = _Ctx(graph, lim, precision)
+    nodes = graph.nodes
+    folded = set(graph.folded)
+    alias: Dict[str, str] = {}  # a pass-through output -> the tensor it forwards
+    verdicts: Dict[int, NodeVerdict] = {}
+    for idx, node in enumerate(nodes):
+        if idx in folded:
+            continue
+        if node.op_type in PASSTHROUGH:
+            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+            continue
+        layer, check = _layer_of(node.op_type)
+        if getattr(check, "always", False):
+            broken = check(ctx, node)
+        else:
+            broken = _check_general(ctx, node)
+            if broken is None or (broken[0] == "gen.static" and node.op_type in _PARAMS_SET_SHAPE):
+                broken = check(ctx, node) or broken
+        v = NodeVerdict(
+            node.name or f"{node.op_type}_{idx}", node.op_type, layer, GPU if broken else DLA, flops=_flops(graph, node)
+        )
+        if broken:
+            v.rule, v.value = broken
+        _annotate(ctx, idx, node, v, alias)
+        verdicts[idx] = v
+    _pair_compare_casts(graph, verdicts)
+
+    units = list(verdicts)
+    producer = {out: idx for idx in units for out in nodes[idx].output}
+    preds = {u: sorted({producer[t] for t in (alias.get(i, i) for i in nodes[u].input if i) if t in producer}) for u in units}
+    groups = _Partition(units, preds, {u for u in units if verdicts[u].device == DLA}).groups()
+
+    findings: List[str] = []
+    candidates = len(groups)
+    if len(groups) > lim.max_subgraphs:
+        moved = sum(len(grp) for grp in groups[lim.max_subgraphs :])
+        findings.append(
+            f"{len(groups)} DLA subgraphs > {lim.max_subgraphs} per DLA core: TensorRT moves subgraphs "
+            f"{lim.max_subgraphs + 1}..{len(groups)} ({moved} nodes) to GPU (sub.cap)"
+        )
+        for number, grp in enumerate(groups[lim.max_subgraphs :], lim.max_subgraphs + 1):
+            for u in grp:
+                verdicts[u].device, verdicts[u].rule, verdicts[u].value = GPU, "sub.cap", f"would be DLA subgraph {number}"
+        groups = groups[: lim.max_subgraphs]
+
+    subgraphs = [_subgraph(graph, i + 1, grp, verdicts, nodes, alias, lim, findings) for i, grp in enumerate(groups)]
+    transitions, islands = _boundaries(units, preds, verdicts, nodes, graph, alias)
+    findings[:0] = _input_findings(graph)
+    if islands:
+        findings.append(f"{islands} GPU island(s) sit between DLA layers; each costs a DLA subgraph and two reformats")
+    if precision == "int8":
+        findings.append(
+            "INT8 on DLA needs a scale for every tensor of each DLA region (a calibration cache); tensors without one run FP16"
+        )
+    if lim.strongly_typed:
+        findings.append("TensorRT 11 DLA builds are strongly typed: export the ONNX in FP16/INT8 (e.g. ModelOpt AutoCast) first")
+    return Report(
+        model=label,
+        target=lim.generation,
+        trt=lim.trt,
+        jetpack=lim.jetpack,
+        precision=precision,
+        inputs={n: [int(d) for d in dims] for n, dims in graph.input_shapes.items()},
+        dynamic_inputs={n: list(d) for n, d in graph.dynamic_inputs().items()},
+        nodes=[verdicts[u] for u in units],
+        subgraphs=subgraphs,
+        transitions=transitions,
+        gpu_islands=islands,
+        folded=len(folded),
+        max_subgraphs=lim.max_subgraphs,
+        candidate_subgraphs=candidates,
+        findings=findings,
+    )
+
+
+def _annotate(ctx: _Ctx, idx: int, node: Any, v: NodeVerdict, alias: Dict[str, str]) -> None:
+    """Notes that do not change the device: fusions into a conv, FP16 fallbacks, uncertain layers."""
+    g = ctx.g
+    src = alias.get(node.input[0], node.input[0]) if node.input else ""
+    host = g.nodes[g.producer[src]] if src in g.producer else None
+    if host is not None and len(g.consumers.get(src, [])) == 1 and src not in g.outputs:
+        if host.op_type in ("Conv", "ConvTranspose") and (node.op_type == "BatchNormalization" or v.layer == "ACTIVATION"):
+            v.fused_into = host.name
+            if node.op_type == "BatchNormalization":
+                v.flops = 0  # folded into the conv weights by the builder
+    if node.op_type == "BatchNormalization" and v.fused_into is None:
+        v.notes.append("standalone SCALE: limits not documented (scale.standalone)")
+    if node.op_type == "Conv" and v.device == DLA:
+        note = _int8_group_note(ctx, node)
+        if note:
+            v.notes.append(note)
+
+
+def _pair_compare_casts(graph: Graph, verdicts: Dict[int, NodeVerdict]) -> None:
+    """A Cast right after a DLA comparison runs with it on the DLA (the only DLA Cast)."""
+    for idx, v in verdicts.items():
+        node = graph.nodes[idx]
+        if node.op_type == "Cast" and node.input[0] in graph.producer:
+            src = verdicts.get(graph.producer[node.input[0]])
+            if src is not None and src.op in _COMPARE and src.device == DLA:
+                v.device, v.rule, v.value = DLA, None, None
+
+
+def _subgraph(
+    graph: Graph,
+    index: int,
+    grp: List[int],
+    verdicts: Dict[int, NodeVerdict],
+    nodes: List[Any],
+    alias: Dict[str, str],
+    lim: Limits,
+    findings: List[str],
+) -> Subgraph:
+    members = set(grp)
+    weights = local = 0
+    for u in grp:
+        verdicts[u].subgraph = index
+        weights += sum(graph.consts[i].size * 2 for i in nodes[u].input if i in graph.consts)
+        for out in nodes[u].output:
+            users = graph.consumers.get(out, [])
+            if out not in graph.outputs and users and all(c in members for c in users):
+                local += _numel(graph.shape(out)) * 2
+    sub = Subgraph(index, [verdicts[u].name for u in grp], sum(verdicts[u].flops for u in grp), weights, local)
+    if weights >= lim.max_weight_bytes:
+        findings.append(f"DLA subgraph {index}: weights {weights / 2**20:.0f} MiB at FP16 >= 512 MiB (sub.weights)")
+    if local >= lim.max_local_bytes:
+        findings.append(f"DLA subgraph {index}: intermediate tensors {local / 2**30:.2f} GiB at FP16 >= 1 GiB (sub.local)")
+    return sub
+
+
+def _boundaries(
+    units: List[int],
+    preds: Dict[int, List[int]],
+    verdicts: Dict[int, NodeVerdict],
+    nodes: List[Any],
+    graph: Graph,
+    alias: Dict[str, str],
+) -> Tuple[int, int]:
+    """DLA<->GPU crossings (one per tensor and receiving side) and GPU islands between DLA layers."""
+    crossings: Set[Tuple[str, Any]] = set()
+    for v in units:
+        for name in nodes[v].input:
+            t = alias.get(name, name)
+            if t not in graph.producer or graph.producer[t] not in verdicts:
+                continue
+            u = graph.producer[t]
+            src, dst = verdicts[u], verdicts[v]
+            if src.device == DLA and dst.device == GPU:
+                crossings.add((t, GPU))
+            elif src.device == GPU and dst.device == DLA:
+                crossings.add((t, dst.subgraph))
+    # GPU islands: connected GPU regions with a DLA producer and a DLA consumer.
+    gpu = [u for u in units if verdicts[u].device == GPU]
+    parent = {u: u for u in gpu}
+
+    def find(u: int) -> int:
+        while parent[u] != u:
+            u = parent[u]
+        return u
+
+    for v in gpu:
+        for p in preds[v]:
+            if p in parent:
+                parent[find(p)] = find(v)
+    fed, feeds = set(), set()
+    for v in units:
+        for p in preds[v]:
+            if verdicts[p].device == DLA and v in parent:
+                fed.add(find(v))
+            if verdicts[v].device == DLA and p in parent:
+                feeds.add(find(p))
+    return len(crossings), len(fed & feeds)
+
+
+def _input_findings(graph: Graph) -> List[str]:
+    out = []
+    for name, dims in graph.dynamic_inputs().items():
+        fixed = _x(graph.input_shapes[name])
+        out.append(
+            f"input '{name}' is dynamic in the file [{', '.join(str(d) for d in dims)}]; DLA needs static shapes: build with "
+            f"min = opt = max = {fixed} (the engine then takes only that shape) or let --fix write {fixed} into the ONNX"
+        )
+    return out

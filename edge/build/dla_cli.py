@@ -1,0 +1,102 @@
+"""`edge dla MODEL.onnx --target orin|xavier`: predict DLA placement from the ONNX graph, no Jetson needed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from edge.errors import EdgeError
+
+TRT_CHOICES = ("8.5", "10.3", "10.7", "11.4")  # dla_rules.TRT_VERSIONS, repeated so --help imports nothing heavy
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the ONNX model")
+    parser.add_argument(
+        "--target", required=True, choices=("orin", "xavier"), help="DLA generation (Jetson AGX/NX Orin or Xavier)"
+    )
+    parser.add_argument(
+        "--trt", choices=TRT_CHOICES, help="TensorRT version of the JetPack (default: 10.3 on Orin, 8.5 on Xavier)"
+    )
+    parser.add_argument(
+        "--shape", action="append", default=[], metavar="NAME=1x3xHxW", help="static shape of a dynamic input (repeat per input)"
+    )
+    parser.add_argument(
+        "--precision", choices=("fp16", "int8"), default="fp16", help="DLA precision the engine will use (default fp16)"
+    )
+    parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
+    parser.add_argument(
+        "--fix", metavar="OUT.onnx", help="write a rewritten model that keeps the maths and moves work onto the DLA"
+    )
+
+
+def _shapes(args: argparse.Namespace) -> Dict[str, Tuple[int, ...]]:
+    from edge.build.graph import load_model, model_inputs, parse_shape
+
+    if not args.shape:
+        return {}
+    names = [i.name for i in model_inputs(load_model(args.model))]
+    return dict(parse_shape(text, names) for text in args.shape)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def render(report: Any) -> List[str]:
+    """The placement table and summary as lines of text (also used by the builder's placement report)."""
+    width = min(48, max([len(n.name) for n in report.nodes] + [4]))
+    lines = [f"{'node':{width}}  {'op':18} {'TensorRT layer':16} {'device':7} reason", "-" * (width + 60)]
+    for n in report.nodes:
+        device = f"DLA:{n.subgraph}" if n.device == "DLA" else "GPU"
+        reason = n.reason or (f"fuses into {n.fused_into}" if n.fused_into else "")
+        layer = n.layer if len(n.layer) <= 16 else n.layer.split("(")[0] + "…"
+        lines.append(f"{_cut(n.name, width):{width}}  {n.op:18} {layer:16} {device:7} {reason}".rstrip())
+    s = report.summary()
+    lines += [
+        "",
+        f"target {report.target} (TensorRT {report.trt}, JetPack {report.jetpack}), {report.precision}, inputs "
+        + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in report.inputs.items()),
+        f"nodes on DLA: {s['dla_nodes']}/{s['nodes']} ({s['dla_node_share']:.1%}); FLOPs on DLA: {s['dla_flops_share']:.1%} "
+        f"of {s['flops'] / 1e9:.2f} GFLOP; {s['folded_nodes']} nodes folded at build time",
+        f"DLA subgraphs: {s['subgraphs']} (cap {s['max_subgraphs_per_core']} per core"
+        + (f", {s['candidate_subgraphs']} wanted" if s["candidate_subgraphs"] > s["subgraphs"] else "")
+        + f"); DLA<->GPU transitions: {s['transitions']}; GPU islands between DLA layers: {s['gpu_islands']}",
+    ]
+    if s["gpu_by_rule"]:
+        lines.append("on GPU because of: " + ", ".join(f"{rule} x{count}" for rule, count in s["gpu_by_rule"].items()))
+    lines += [f"warning: {f}" for f in report.findings]
+    lines.append("prediction only: confirm with config.can_run_on_DLA() and the 'Layers Running on DLA' build log on the device")
+    return lines
+
+
+def main(args: argparse.Namespace) -> int:
+    from edge.build.dla import predict
+
+    shapes = _shapes(args)
+    report = predict(args.model, args.target, args.trt, shapes, args.precision)
+    print("\n".join(render(report)))
+    data = report.to_dict()
+    if args.fix:
+        from edge.build.dla_fix import fix
+
+        out = Path(args.fix)
+        if out.resolve() == Path(args.model).resolve():
+            raise EdgeError("--fix must write a new file, not overwrite the input model")
+        result = fix(args.model, args.target, args.trt, shapes, args.precision)
+        out.write_bytes(result.model.SerializeToString())
+        print(f"\n--fix wrote {out}:")
+        keys = ("gpu_nodes", "subgraphs", "transitions", "gpu_islands", "dla_flops_share", "dynamic_inputs")
+        for step in result.steps:
+            changes = ", ".join(f"{k} {step.before[k]}->{step.after[k]}" for k in keys if step.before[k] != step.after[k])
+            print(f"  {step.name}: {step.sites} site(s); {changes or 'no change in counts'}")
+        if not result.steps:
+            print("  nothing to rewrite: no safe rewrite applies to this model and target")
+        worst = max(result.max_abs_diff.values(), default=0.0)
+        print(f"  ONNX Runtime on random input: outputs unchanged (max abs diff {worst:.3g})")
+        data["fix"] = {"output": str(out), **result.to_dict(), "after": result.report.summary() if result.report else None}
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,313 @@
+"""``edge dla --fix``: rewrites that keep the maths and move work onto the DLA.
+
+Every rewrite replaces a pattern the DLA rejects with operators it accepts and that compute the same function
+(up to float rounding): a static input shape for a dynamic one, HardSwish/HardSigmoid as Mul+Add+Clip,
+division by a constant as multiplication by its reciprocal, GlobalAveragePool as a cascade of small average
+pools over equal blocks, a too-wide convolution as two convolutions and a channel concat. Each step is
+reported with the prediction before and after it, and the result is checked with ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from edge.build.dla import Report, predict
+from edge.build.dla_rules import Limits, limits_for
+from edge.build.graph import attrs, load_model, model_inputs, pin_inputs, prepare
+from edge.errors import EdgeError
+from edge.lazy import require
+
+RTOL, ATOL = 1e-3, 1e-4  # float rounding differs (x/6 vs x*(1/6), summation order); anything more is a bug
+
+
+@dataclass
+class FixStep:
+    name: str
+    sites: int
+    before: Dict[str, Any]
+    after: Dict[str, Any]
+
+
+@dataclass
+class FixResult:
+    model: Any  # the rewritten onnx.ModelProto
+    steps: List[FixStep]
+    max_abs_diff: Dict[str, float] = field(default_factory=dict)  # per output, fixed vs original in ONNX Runtime
+    report: Optional[Report] = None  # the prediction for the fixed model
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "steps": [s.__dict__ for s in self.steps],
+            "max_abs_diff": self.max_abs_diff,
+            "tolerance": {"rtol": RTOL, "atol": ATOL},
+        }
+
+
+class _Editor:
+    """Node replacement on a ModelProto with fresh, collision-free tensor names."""
+
+    def __init__(self, model: Any) -> None:
+        self.onnx = require("onnx")
+        self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self._names = {n for node in model.graph.node for n in list(node.input) + list(node.output)}
+        self._names |= {i.name for i in model.graph.initializer} | {n.name for n in model.graph.node}
+
+    def name(self, base: str) -> str:
+        i, cand = 0, f"{base}_dla"
+        while cand in self._names:
+            i += 1
+            cand = f"{base}_dla{i}"
+        self._names.add(cand)
+        return cand
+
+    def const(self, base: str, value: Any) -> str:
+        name = self.name(base)
+        self.model.graph.initializer.append(self.onnx.numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def node(self, op: str, inputs: List[str], base: str, output: Optional[str] = None, **kw: Any) -> Any:
+        out = output or self.name(base)
+        return self.onnx.helper.make_node(op, inputs, [out], name=self.name(base + "_" + op.lower()), **kw)
+
+    def clip01(self, x: str, base: str, output: str) -> Any:
+        if self.opset >= 11:
+            return self.node("Clip", [x, self.const(base + "_lo", 0.0), self.const(base + "_hi", 1.0)], base, output)
+        return self.node("Clip", [x], base, output, min=0.0, max=1.0)
+
+    def replace(self, rewrite: Callable[[Any], Optional[List[Any]]]) -> int:
+        """Replace each node for which ``rewrite`` returns new nodes; keeps topological order."""
+        nodes, count = [], 0
+        for node in list(self.model.graph.node):
+            new = rewrite(node)
+            if new is None:
+                nodes.append(node)
+            else:
+                nodes.extend(new)
+                count += 1
+        del self.model.graph.node[:]
+        self.model.graph.node.extend(nodes)
+        return count
+
+
+def _hard_sigmoid_nodes(ed: _Editor, x: str, alpha: float, beta: float, base: str, output: str) -> List[Any]:
+    scaled = ed.node("Mul", [x, ed.const(base + "_alpha", alpha)], base)
+    shifted = ed.node("Add", [scaled.output[0], ed.const(base + "_beta", beta)], base)
+    return [scaled, shifted, ed.clip01(shifted.output[0], base, output)]
+
+
+def _fix_hardswish(ed: _Editor, g: Any, lim: Limits) -> int:
+    def rewrite(node: Any) -> Optional[List[Any]]:
+        if node.op_type != "HardSwish" or "HardSwish" in lim.activations:
+            return None
+        base = node.name or node.output[0]
+        gate = _hard_sigmoid_nodes(ed, node.input[0], 1.0 / 6.0, 0.5, base, ed.name(base + "_gate"))
+        return [*gate, ed.node("Mul", [node.input[0], gate[-1].output[0]], base, node.output[0])]
+
+    return ed.replace(rewrite)
+
+
+def _fix_hardsigmoid(ed: _Editor, g: Any, lim: Limits) -> int:
+    def rewrite(node: Any) -> Optional[List[Any]]:
+        if node.op_type != "HardSigmoid" or "HardSigmoid" in lim.activations:
+            return None
+        a = attrs(node)
+        return _hard_sigmoid_nodes(
+            ed, node.input[0], a.get("alpha", 0.2), a.get("beta", 0.5), node.name or node.output[0], node.output[0]
+        )
+
+    return ed.replace(rewrite)
+
+
+def _fix_div_const(ed: _Editor, g: Any, lim: Limits) -> int:
+    def rewrite(node: Any) -> Optional[List[Any]]:
+        if node.op_type != "Div" or "Div" in lim.eltwise:
+            return None
+        divisor = g.consts.get(node.input[1])
+        if divisor is None or node.input[0] in g.consts or divisor.dtype.kind != "f" or not np.all(divisor != 0):
+            return None
+        recip = ed.const((node.name or node.output[0]) + "_recip", 1.0 / divisor)
+        return [ed.node("Mul", [node.input[0], recip], node.name or node.output[0], node.output[0])]
+
+    return ed.replace(rewrite)
+
+
+def _pool_factors(n: int, window: int) -> Optional[List[int]]:
+    """Split ``n`` into factors <= window (largest first), or None when a prime factor is too big."""
+    out = []
+    while n > 1:
+        f = next((f for f in range(min(window, n), 1, -1) if n % f == 0), None)
+        if f is None:
+            return None
+        out.append(f)
+        n //= f
+    return out
+
+
+def _fix_global_avgpool(ed: _Editor, g: Any, lim: Limits) -> int:
+    window = lim.pool_window[1]
+
+    def rewrite(node: Any) -> Optional[List[Any]]:
+        dims = g.shape(node.input[0]) or () if node.op_type == "GlobalAveragePool" else ()
+        if len(dims) != 4:
+            return None
+        fh, fw = _pool_factors(int(dims[2]), window), _pool_factors(int(dims[3]), window)
+        if fh is None or fw is None:
+            return None
+        steps = max(len(fh), len(fw), 1)
+        fh, fw = fh + [1] * (steps - len(fh)), fw + [1] * (steps - len(fw))
+        # Averages of equal, non-overlapping blocks average to the global mean.
+        out, x, base = [], node.input[0], node.name or node.output[0]
+        for i, (kh, kw) in enumerate(zip(fh, fw)):
+            last = i == steps - 1
+            pool = ed.node(
+                "AveragePool",
+                [x],
+                base,
+                node.output[0] if last else None,
+                kernel_shape=[kh, kw],
+                strides=[kh, kw],
+                count_include_pad=1,
+            )
+            out.append(pool)
+            x = pool.output[0]
+        return out
+
+    return ed.replace(rewrite)
+
+
+def _fix_avgpool_inclusive(ed: _Editor, g: Any, lim: Limits) -> int:
+    """Xavier wants inclusive padding; with no padding at all both modes are the same average."""
+    if lim.pool_exclusive_pad:
+        return 0
+    count = 0
+    for node in ed.model.graph.node:
+        a = attrs(node)
+        if node.op_type == "AveragePool" and not a.get("count_include_pad", 0) and not any(a.get("pads", [])):
+            if a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
+                for attr in [x for x in node.attribute if x.name == "count_include_pad"]:
+                    node.attribute.remove(attr)
+                node.attribute.append(ed.onnx.helper.make_attribute("count_include_pad", 1))
+                count += 1
+    return count
+
+
+def _fix_wide_conv(ed: _Editor, g: Any, lim: Limits) -> int:
+    def rewrite(node: Any) -> Optional[List[Any]]:
+        w = g.consts.get(node.input[1]) if node.op_type == "Conv" else None
+        if w is None or w.shape[0] <= lim.max_maps or attrs(node).get("group", 1) != 1:
+            return None
+        base, kw = node.name or node.output[0], {a.name: ed.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        bias = g.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        parts = []
+        for start in range(0, w.shape[0], lim.max_maps):
+            stop = min(start + lim.max_maps, w.shape[0])
+            inputs = [node.input[0], ed.const(base + "_w", w[start:stop])]
+            if bias is not None:
+                inputs.append(ed.const(base + "_b", bias[start:stop]))
+            parts.append(ed.node("Conv", inputs, base, **kw))
+        return [*parts, ed.node("Concat", [p.output[0] for p in parts], base, node.output[0], axis=1)]
+
+    return ed.replace(rewrite)
+
+
+REWRITES: List[Tuple[str, Callable[[_Editor, Any, Limits], int]]] = [
+    ("hardswish-as-mul-add-clip", _fix_hardswish),
+    ("hardsigmoid-as-mul-add-clip", _fix_hardsigmoid),
+    ("div-by-constant-as-mul", _fix_div_const),
+    ("global-avgpool-as-avgpool-cascade", _fix_global_avgpool),
+    ("avgpool-inclusive-padding", _fix_avgpool_inclusive),
+    ("split-wide-conv", _fix_wide_conv),
+]
+
+
+def _counts(report: Report) -> Dict[str, Any]:
+    return {
+        "gpu_nodes": report.gpu_nodes,
+        "subgraphs": report.candidate_subgraphs,
+        "transitions": report.transitions,
+        "gpu_islands": report.gpu_islands,
+        "dla_flops_share": round(report.dla_flops_share, 4),
+        "dynamic_inputs": len(report.dynamic_inputs),
+    }
+
+
+def fix(
+    model: Union[str, Path, Any],
+    target: str = "orin",
+    trt: Optional[str] = None,
+    shapes: Optional[Dict[str, Tuple[int, ...]]] = None,
+    precision: str = "fp16",
+    verify: bool = True,
+) -> FixResult:
+    """Apply every safe rewrite that helps this target, then check the outputs in ONNX Runtime."""
+    onnx = require("onnx", "rewriting ONNX models")
+    original = load_model(model)
+    lim = limits_for(target, trt)
+    before = predict(original, target, trt, shapes, precision)
+    steps: List[FixStep] = []
+
+    current = pin_inputs(original, shapes or {})
+    _pin_outputs(current)
+    now = predict(current, target, trt, None, precision)
+    if before.dynamic_inputs:
+        steps.append(FixStep("static-input-shape", len(before.dynamic_inputs), _counts(before), _counts(now)))
+    for name, rewrite in REWRITES:
+        work = onnx.ModelProto()
+        work.CopyFrom(current)
+        sites = rewrite(_Editor(work), prepare(current), lim)
+        if not sites:
+            continue
+        after = predict(work, target, trt, None, precision)
+        steps.append(FixStep(name, sites, _counts(now), _counts(after)))
+        current, now = work, after
+    try:
+        onnx.checker.check_model(current)
+    except Exception as exc:
+        raise EdgeError(f"--fix produced an invalid model ({exc}); please report this with the model") from None
+    result = FixResult(current, steps, report=now)
+    if verify:
+        result.max_abs_diff = verify_same_outputs(original, current, {n: tuple(d) for n, d in now.inputs.items()})
+    return result
+
+
+def _pin_outputs(model: Any) -> None:
+    """Give the graph outputs the static shapes inference finds once the inputs are pinned."""
+    inferred = require("onnx").shape_inference.infer_shapes(model, data_prop=True)
+    shapes = {o.name: o.type.tensor_type.shape for o in inferred.graph.output}
+    for out in model.graph.output:
+        if out.name in shapes and all(d.HasField("dim_value") for d in shapes[out.name].dim):
+            out.type.tensor_type.shape.CopyFrom(shapes[out.name])
+
+
+def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, ...]], seed: int = 0) -> Dict[str, float]:
+    """Run both models on the same random input; raise unless every output matches within RTOL/ATOL."""
+    ort = require("onnxruntime", "checking --fix outputs")
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in model_inputs(original):
+        if inp.type.tensor_type.elem_type != 1:
+            raise EdgeError(f"--fix can only verify float32 inputs; input '{inp.name}' is not")
+        feeds[inp.name] = rng.standard_normal(shapes[inp.name]).astype(np.float32)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    want = _run(ort, original, feeds, options)
+    got = _run(ort, fixed, feeds, options)
+    diffs = {}
+    for name, ref in want.items():
+        diffs[name] = float(np.max(np.abs(got[name] - ref))) if ref.size else 0.0
+        if not np.allclose(got[name], ref, rtol=RTOL, atol=ATOL):
+            raise EdgeError(
+                f"--fix changed output '{name}' by up to {diffs[name]:.3g} (tolerance rtol={RTOL}, atol={ATOL}); not writing it"
+            )
+    return diffs
+
+
+def _run(ort: Any, model: Any, feeds: Dict[str, np.ndarray], options: Any) -> Dict[str, np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))

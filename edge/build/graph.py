@@ -1,0 +1,237 @@
+"""ONNX loading, static shapes and constant values: what every build-side analysis starts from.
+
+``prepare()`` pins the dynamic inputs the user gave (``--shape``), runs ONNX shape inference and folds the
+sub-graphs that only depend on constants (Paddle exports keep weights in ``Constant`` nodes, and static
+``Shape -> Slice -> Concat`` chains feed reshapes). TensorRT's parser folds the same things, so later stages
+can treat them as weights instead of layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from edge.errors import EdgeError
+from edge.lazy import require
+
+Dims = Tuple[Union[int, str], ...]
+
+# Ops whose outputs are just their input to TensorRT (the parser passes the tensor through).
+PASSTHROUGH = frozenset({"Identity", "Dropout"})
+
+# Folding evaluates one node at a time; keep it away from ops that are expensive or random.
+_NO_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
+
+
+def load_model(source: Union[str, Path, Any]) -> Any:
+    """An ``onnx.ModelProto`` from a path (checked, with a clear error) or a ModelProto passed through."""
+    onnx = require("onnx", "reading ONNX models")
+    if isinstance(source, onnx.ModelProto):
+        return source
+    path = Path(source)
+    if not path.exists():
+        raise EdgeError(f"model file not found: {path}")
+    if not path.is_file():
+        raise EdgeError(f"not a file: {path}")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # protobuf raises DecodeError, onnx raises others on external data
+        raise EdgeError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+    if not model.graph.node:
+        raise EdgeError(f"{path} is not an ONNX model (no graph nodes found)")
+    return model
+
+
+def parse_shape(text: str, input_names: List[str]) -> Tuple[str, Tuple[int, ...]]:
+    """``NAME=1x3x640x640`` (or just ``1x3x640x640`` when the model has one input) -> (name, dims)."""
+    name, sep, dims_text = text.rpartition("=")
+    if not sep:
+        if len(input_names) != 1:
+            raise EdgeError(f"--shape {text}: the model has inputs {', '.join(input_names)}; write NAME=DIMS")
+        name = input_names[0]
+    try:
+        dims = tuple(int(d) for d in dims_text.lower().split("x"))
+    except ValueError:
+        raise EdgeError(f"--shape {text}: dimensions must look like 1x3x640x640") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise EdgeError(f"--shape {text}: every dimension must be a positive integer")
+    if name not in input_names:
+        raise EdgeError(f"--shape {text}: no input named '{name}'; inputs are: {', '.join(input_names)}")
+    return name, dims
+
+
+def attrs(node: Any) -> Dict[str, Any]:
+    """A node's attributes as plain Python values (strings decoded)."""
+    helper = require("onnx").helper
+    out = {}
+    for a in node.attribute:
+        value = helper.get_attribute_value(a)
+        out[a.name] = value.decode() if isinstance(value, bytes) else value
+    return out
+
+
+def _dims(value_info: Any) -> Optional[Dims]:
+    t = value_info.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
+
+
+def model_inputs(model: Any) -> List[Any]:
+    """The real inputs (old exports also list initializers as graph inputs)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def is_static(dims: Optional[Dims]) -> bool:
+    return dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
+
+
+@dataclass
+class Graph:
+    """A shape-inferred model with its constants folded, and the lookups every analysis needs."""
+
+    model: Any
+    shapes: Dict[str, Dims]
+    dtypes: Dict[str, int]
+    consts: Dict[str, np.ndarray]
+    input_shapes: Dict[str, Dims]  # after --shape
+    declared_inputs: Dict[str, Dims]  # as the file declares them
+    folded: List[int] = field(default_factory=list)  # node indices computed at build time
+    producer: Dict[str, int] = field(default_factory=dict)
+    consumers: Dict[str, List[int]] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> List[Any]:
+        return list(self.model.graph.node)
+
+    @property
+    def outputs(self) -> List[str]:
+        return [o.name for o in self.model.graph.output]
+
+    def shape(self, name: str) -> Optional[Dims]:
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        return self.shapes.get(name)
+
+    def dynamic_inputs(self) -> Dict[str, Dims]:
+        """Inputs whose file declaration is not static: a DLA finding even when --shape pinned them."""
+        return {n: d for n, d in self.declared_inputs.items() if not is_static(d)}
+
+
+def pin_inputs(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> Any:
+    """A copy of ``model`` whose inputs carry the given static shapes; stale value_info is dropped."""
+    onnx = require("onnx")
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(model)
+    by_name = {i.name: i for i in model_inputs(pinned)}
+    for name, dims in shapes.items():
+        declared = _dims(by_name[name]) or ()
+        if declared and len(declared) != len(dims):
+            raise EdgeError(f"--shape {name}: the model declares {len(declared)} dimensions {_fmt(declared)}, got {len(dims)}")
+        for d, want in zip(declared, dims):
+            if isinstance(d, int) and d > 0 and d != want:
+                raise EdgeError(f"--shape {name}={_fmt(dims)}: the model fixes this input to {_fmt(declared)}")
+        shape = by_name[name].type.tensor_type.shape
+        shape.ClearField("dim")
+        for want in dims:
+            shape.dim.add().dim_value = want
+    del pinned.graph.value_info[:]
+    return pinned
+
+
+def _fmt(dims: Dims) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def prepare(source: Union[str, Path, Any], shapes: Optional[Dict[str, Tuple[int, ...]]] = None) -> Graph:
+    """Load, pin ``shapes``, infer every tensor shape and fold constant sub-graphs."""
+    onnx = require("onnx", "reading ONNX models")
+    model = load_model(source)
+    declared = {i.name: _dims(i) or () for i in model_inputs(model)}
+    model = pin_inputs(model, shapes or {})
+    try:
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:
+        raise EdgeError(f"ONNX shape inference failed on this model: {exc}") from None
+    g = model.graph
+    shapes_found: Dict[str, Dims] = {}
+    dtypes: Dict[str, int] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        d = _dims(vi)
+        if d is not None:
+            shapes_found[vi.name] = d
+        dtypes[vi.name] = vi.type.tensor_type.elem_type
+    numpy_helper = onnx.numpy_helper
+    consts = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    for i in g.initializer:
+        dtypes[i.name] = i.data_type
+    graph = Graph(model, shapes_found, dtypes, consts, {i.name: _dims(i) or () for i in model_inputs(model)}, declared)
+    for idx, node in enumerate(g.node):
+        for out in node.output:
+            graph.producer[out] = idx
+        for name in node.input:
+            if name:
+                graph.consumers.setdefault(name, []).append(idx)
+    _fold_constants(graph)
+    return graph
+
+
+def _fold_constants(graph: Graph) -> None:
+    """Evaluate every node whose inputs are all known, as TensorRT's parser and builder would."""
+    onnx = require("onnx")
+    for idx, node in enumerate(graph.model.graph.node):
+        if node.op_type in _NO_FOLD or node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Constant":
+            values = [_constant_value(node)]
+        elif node.op_type == "Shape" and is_static(graph.shapes.get(node.input[0])):
+            values = [_shape_value(node, graph.shapes[node.input[0]])]
+        elif node.input and all(not n or n in graph.consts for n in node.input):
+            values = _evaluate(onnx, node, graph)
+            if values is None:
+                continue
+        else:
+            continue
+        for name, value in zip(node.output, values):
+            graph.consts[name] = np.asarray(value)
+        graph.folded.append(idx)
+
+
+def _constant_value(node: Any) -> np.ndarray:
+    a = attrs(node)
+    if "value" in a:
+        return require("onnx").numpy_helper.to_array(a["value"])
+    for key in ("value_float", "value_int"):
+        if key in a:
+            return np.array(a[key])
+    for key in ("value_floats", "value_ints"):
+        if key in a:
+            return np.array(list(a[key]))
+    raise EdgeError(f"Constant node '{node.name}' has an attribute this tool does not read: {list(a)}")
+
+
+def _shape_value(node: Any, dims: Dims) -> np.ndarray:
+    a = attrs(node)
+    start, end = a.get("start", 0), a.get("end", len(dims))
+    return np.array(dims[start:end], dtype=np.int64)
+
+
+def _evaluate(onnx: Any, node: Any, graph: Graph) -> Optional[List[np.ndarray]]:
+    """Run one node with the ONNX reference evaluator; None when it cannot (then it stays a layer)."""
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {n: graph.consts[n] for n in node.input if n}
+    opset = [o for o in graph.model.opset_import if o.domain in ("", "ai.onnx")]
+    inputs = [
+        onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()
+    ]
+    outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output]
+    one = onnx.helper.make_model(onnx.helper.make_graph([node], "fold", inputs, outputs), opset_imports=opset)
+    try:
+        return list(ReferenceEvaluator(one).run(None, feeds))
+    except Exception:  # an op the reference evaluator lacks: leave the node for the predictor
+        return None

