@@ -1,0 +1,110 @@
+"""TensorRT INT8 calibration caches: the plain-text file TensorRT's calibrators read and write.
+
+    TRT-8502-EntropyCalibration2
+    input:0: 3c010204
+    conv1_output: 3d8f5c29
+
+Line 1 names the TensorRT version as an integer (8.5.2 -> 8502, 10.3.0 -> 100300) and the algorithm. Every
+other line is a tensor name, a colon, a space and the IEEE-754 float32 bits of its scale (amax / 127) as 8 hex
+digits. TensorRT skips a cache whose header does not match it without a word and calibrates again, so edge
+checks the header and the tensor names itself and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+from edge.errors import EdgeError
+
+ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
+_HEADER = re.compile(r"^TRT-(\d+)-(\w+)$")
+
+
+def version_tag(version: str) -> int:
+    """'8.5.2' -> 8502, '8.6.1' -> 8601, '10.3.0' -> 100300: TensorRT's integer form (major >= 10 uses two digits each)."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    if major >= 10:
+        return major * 10000 + minor * 100 + patch
+    return major * 1000 + minor * 100 + patch
+
+
+def scale_to_hex(scale: float) -> str:
+    return struct.pack(">f", scale).hex()
+
+
+def hex_to_scale(text: str) -> float:
+    return struct.unpack(">f", bytes.fromhex(text))[0]
+
+
+@dataclass
+class CalibrationCache:
+    trt_version: int  # the integer tag of the header
+    algorithm: str
+    scales: Dict[str, float] = field(default_factory=dict)  # tensor name -> scale (amax / 127)
+
+    @property
+    def header(self) -> str:
+        return f"TRT-{self.trt_version}-{self.algorithm}"
+
+    def to_bytes(self) -> bytes:
+        lines = [self.header] + [f"{name}: {scale_to_hex(s)}" for name, s in self.scales.items()]
+        return ("\n".join(lines) + "\n").encode("ascii")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, origin: str = "calibration cache") -> CalibrationCache:
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise EdgeError(f"{origin}: not a TensorRT calibration cache (not ASCII text)") from None
+        lines = [line for line in text.splitlines() if line.strip()]
+        m = _HEADER.match(lines[0].strip()) if lines else None
+        if m is None:
+            raise EdgeError(
+                f"{origin}: first line should be TRT-<version>-<Algorithm> (e.g. TRT-8502-EntropyCalibration2), got {lines[0][:60] if lines else 'an empty file'!r}"
+            )
+        cache = cls(int(m.group(1)), m.group(2))
+        for n, line in enumerate(lines[1:], start=2):
+            # Names may contain colons; the scale is what follows the last ': '.
+            name, sep, hexbits = line.rpartition(": ")
+            if not sep or not re.fullmatch(r"[0-9a-fA-F]{8}", hexbits.strip()):
+                raise EdgeError(f"{origin}: line {n} should be '<tensor name>: <8 hex digits>', got {line[:80]!r}")
+            cache.scales[name] = hex_to_scale(hexbits.strip())
+        return cache
+
+    def problems(
+        self, trt_version: Optional[str] = None, algorithm: Optional[str] = None, tensors: Iterable[str] = ()
+    ) -> List[str]:
+        """Why this cache does not fit a build: another TensorRT, another algorithm, tensors it lacks."""
+        out = []
+        if trt_version is not None and version_tag(trt_version) != self.trt_version:
+            out.append(
+                f"it was written by TensorRT tag {self.trt_version}, this is {trt_version} (tag {version_tag(trt_version)}); TensorRT would ignore it"
+            )
+        if algorithm is not None and algorithm != self.algorithm:
+            out.append(f"it holds {self.algorithm} scales, the build asks for {algorithm}")
+        missing = [t for t in tensors if t not in self.scales]
+        if missing:
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            out.append(f"{len(missing)} network tensors have no scale ({', '.join(missing[:3])}{more})")
+        return out
+
+
+def read_cache(path: str | Path) -> CalibrationCache:
+    p = Path(path)
+    if not p.is_file():
+        raise EdgeError(f"calibration cache '{p}': file not found")
+    return CalibrationCache.from_bytes(p.read_bytes(), origin=f"calibration cache '{p}'")
+
+
+def write_cache(path: str | Path, cache: CalibrationCache) -> None:
+    """Write beside the target and rename, so a failed write never replaces a good cache."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(cache.to_bytes())
+    os.replace(tmp, p)

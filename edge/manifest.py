@@ -1,0 +1,96 @@
+"""The engine manifest: ``MODEL.engine.json`` beside ``MODEL.engine``, what the engine needs to run.
+
+The build side writes it; the run side reads it before deserialising and refuses an engine that cannot work
+here. The engine file itself stays byte for byte what TensorRT wrote, so trtexec and DeepStream still load it.
+
+Keys (``MANIFEST_VERSION`` 1):
+    manifest_version, engine {file, sha256, size}, tensorrt {version, api}, cuda {version},
+    device {gpu_name, compute_capability, l4t, jetpack}, dla {core, gpu_fallback},
+    precisions [..], io [{name, mode, shape, dtype, format}], preprocess {PreprocessSpec fields},
+    source {onnx, sha256}, build {options.., started, seconds}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from edge.errors import EdgeError
+
+MANIFEST_VERSION = 1
+REQUIRED = ("manifest_version", "engine", "tensorrt", "device", "dla", "io")
+
+# L4T (the BSP) release -> JetPack, for the releases with DLA-capable modules.
+L4T_TO_JETPACK = {
+    "32.7": "4.6",
+    "35.1": "5.0.2",
+    "35.2": "5.1",
+    "35.3": "5.1.1",
+    "35.4": "5.1.2",
+    "35.5": "5.1.3",
+    "35.6": "5.1.4",
+    "36.2": "6.0 DP",
+    "36.3": "6.0",
+    "36.4": "6.1/6.2",
+}
+
+
+def manifest_path(engine: str | Path) -> Path:
+    p = Path(engine)
+    return p.with_name(p.name + ".json")
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_l4t(path: str | Path = "/etc/nv_tegra_release") -> Optional[Dict[str, str]]:
+    """The Jetson BSP release from /etc/nv_tegra_release ('# R36 (release), REVISION: 4.3, ...'), or None off a Jetson."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    m = re.search(r"R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)\.(\d+)", p.read_text(errors="replace"))
+    if m is None:
+        return None
+    major, rev, minor = m.groups()
+    l4t = f"{major}.{rev}.{minor}"
+    return {"l4t": l4t, "jetpack": L4T_TO_JETPACK.get(f"{major}.{rev}", "unknown")}
+
+
+def write_manifest(engine: str | Path, data: Dict[str, Any]) -> Path:
+    """Write the sidecar atomically; ``data`` must hold the required sections."""
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"manifest lacks {', '.join(missing)}")  # a bug in the writer, not user input
+    out = manifest_path(engine)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, out)
+    return out
+
+
+def read_manifest(engine: str | Path) -> Dict[str, Any]:
+    """The manifest of an engine, checked for shape; a missing or damaged one is an EdgeError naming the file."""
+    path = manifest_path(engine)
+    if not path.is_file():
+        raise EdgeError(f"engine '{engine}': no manifest {path.name} beside it; rebuild with edge-build, which writes it")
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise EdgeError(f"manifest '{path}': not valid JSON ({exc})") from None
+    missing = [k for k in REQUIRED if k not in data] if isinstance(data, dict) else list(REQUIRED)
+    if missing:
+        raise EdgeError(f"manifest '{path}': missing keys {', '.join(missing)}; rebuild the engine with edge-build")
+    if data["manifest_version"] > MANIFEST_VERSION:
+        raise EdgeError(
+            f"manifest '{path}': version {data['manifest_version']} is newer than this edge reads ({MANIFEST_VERSION}); upgrade edge"
+        )
+    return data
