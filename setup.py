@@ -26,7 +26,7 @@ setup(
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
-        "dev": [*TEST_REQUIRES, "ruff"],
+        "dev": [*TEST_REQUIRES, "ruff==0.17.6"],
     },
     entry_points={
         "console_scripts": [
