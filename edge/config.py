@@ -134,8 +134,20 @@ class RunConfig:
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None, values: dict[str, Any] | None = None) -> RunConfig:
-    """Load a YAML config (or the defaults when ``path`` is None), then apply ``key.path=value`` strings
+    """Load a run config (or the defaults when ``path`` is None), then apply ``key.path=value`` strings
     (values parsed as YAML) and ``values`` ({"key.path": python value}, from dedicated CLI flags)."""
+    cfg, origin = load_dataclass(RunConfig, path, overrides, values)
+    _check(cfg, origin)
+    return cfg
+
+
+def load_dataclass(
+    schema: type, path: str | Path | None, overrides: list[str] | None = None, values: dict[str, Any] | None = None
+) -> tuple:
+    """Any config schema (a dataclass tree) from YAML plus overrides, with the same precise errors.
+
+    Returns (instance, origin). If the schema has a ``base_dir`` field it is set to the config file's folder.
+    """
     import yaml
 
     data: dict[str, Any] = {}
@@ -163,10 +175,10 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, val
         _set_key(data, key.strip(), yaml.safe_load(raw) if raw.strip() else None)
     for key, value in (values or {}).items():
         _set_key(data, key, value)
-    cfg = _build(RunConfig, data, origin, "")
-    cfg.base_dir = base
-    _check(cfg, origin)
-    return cfg
+    cfg = _build(schema, data, origin, "")
+    if hasattr(cfg, "base_dir"):
+        cfg.base_dir = base
+    return cfg, origin
 
 
 def _set_key(data: dict, key: str, value: Any) -> None:
