@@ -110,3 +110,34 @@ def test_a_failing_sink_stops_the_run_and_keeps_what_was_written(tmp_path, demo_
     kept = lines(tmp_path / "out.jsonl.partial")
     assert len(kept) > 10 and [k["frame"] for k in kept] == list(range(len(kept)))
     assert "frames" in r.stdout  # the summary was still printed
+
+
+def test_annotated_video_has_every_frame_with_boxes_drawn(tmp_path, demo_model, megamind, megamind_frames):
+    import cv2
+    import numpy as np
+
+    video = tmp_path / "out.avi"
+    r = run_cli("-c", str(DEMO_CONFIG), "--frames", "3", "-q", "--video", str(video))
+    assert r.returncode == 0, r.stderr
+    cap = cv2.VideoCapture(str(video))
+    frames = []
+    while True:
+        ok, f = cap.read()
+        if not ok:
+            break
+        frames.append(f)
+    assert len(frames) == 3 and frames[1].shape == megamind_frames[1].shape
+    # Frame 1's woman's face (x 200-338, y 180-320): the drawn box edge is pure green where the clip is not.
+    green = (frames[1][:, :, 1] > 200) & (frames[1][:, :, 0] < 80) & (frames[1][:, :, 2] < 80)
+    source_green = (megamind_frames[1][:, :, 1] > 200) & (megamind_frames[1][:, :, 0] < 80) & (megamind_frames[1][:, :, 2] < 80)
+    assert green[170:330, 190:350].sum() > 300 and source_green[170:330, 190:350].sum() == 0
+    assert np.count_nonzero(green) > np.count_nonzero(source_green)
+
+
+def test_duration_stops_a_looping_run(tmp_path, demo_model, megamind):
+    t0 = time.monotonic()
+    r = run_cli("-c", str(DEMO_CONFIG), "--loop", "--duration", "2", "-q", "--summary-json", str(tmp_path / "s.json"))
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 30
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["frames"] > 0 and s["duration_s"] <= 3.0
