@@ -107,20 +107,34 @@ class Pipeline:
     def run_inline(self) -> None:
         """Every stage in turn on the calling thread, frame by frame: the sequential baseline for benchmarks."""
         stages = self._stages()
-        while self.max_frames is None or self.metrics.captured < self.max_frames:
-            t0 = time.perf_counter()
-            frame = self.source.read()
-            if frame is None:
+        while True:
+            p = self._read_packet()
+            if p is None:
                 break
-            p = Packet(frame)
-            p.timings["capture"] = time.perf_counter() - t0
-            self.metrics.captured += 1
             for name, body in stages:
                 t0 = time.perf_counter()
                 body(p)
                 p.timings[name] = time.perf_counter() - t0
-            self.metrics.frame_done(frame.t_capture, p.timings, time.monotonic())
+            self._finish(p)
         self.done.set()
+
+    def _read_packet(self) -> Optional[Packet]:
+        """The next frame from the source as a timed packet, or None at the end or the frame limit."""
+        if self.max_frames is not None and self.metrics.captured >= self.max_frames:
+            return None
+        t0 = time.perf_counter()
+        frame = self.source.read()
+        if frame is None:
+            return None
+        p = Packet(frame)
+        p.timings["capture"] = time.perf_counter() - t0
+        self.metrics.captured += 1
+        return p
+
+    def _finish(self, p: Packet) -> None:
+        self.metrics.frame_done(p.frame.t_capture, p.timings, time.monotonic())
+        if self.on_frame is not None:
+            self.on_frame(p)
 
     # -- threads ------------------------------------------------------------
     def _put(self, q: queue.Queue, item: Any) -> bool:
@@ -145,15 +159,9 @@ class Pipeline:
         live = self.source.live
         try:
             while not self.stop_event.is_set() and not self.abort_event.is_set():
-                if self.max_frames is not None and self.metrics.captured >= self.max_frames:
+                packet = self._read_packet()
+                if packet is None:
                     break
-                t0 = time.perf_counter()
-                frame = self.source.read()
-                if frame is None:
-                    break
-                packet = Packet(frame)
-                packet.timings["capture"] = time.perf_counter() - t0
-                self.metrics.captured += 1
                 if live:
                     # Behind a live camera: make room by dropping the oldest waiting frame.
                     while True:
@@ -189,9 +197,7 @@ class Pipeline:
                     if not self._put(outq, p):
                         return
                 else:
-                    self.metrics.frame_done(p.frame.t_capture, p.timings, time.monotonic())
-                    if self.on_frame is not None:
-                        self.on_frame(p)
+                    self._finish(p)
         except BaseException as exc:
             self._fail(name, exc)
             return
