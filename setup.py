@@ -6,7 +6,7 @@ version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
 # What the test suite imports beyond the runtime extras.
-TEST_REQUIRES = ["pytest", "onnx", "matplotlib", "jetson-stats", "nvidia-ml-py"]
+TEST_REQUIRES = ["pytest", "onnx", "matplotlib", "jetson-stats", "nvidia-ml-py", "ansible-core"]
 
 setup(
     name="edge",
@@ -28,6 +28,8 @@ setup(
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
         "dev": [*TEST_REQUIRES, "ruff==0.17.6"],
     },
+    # The systemd unit for `edge service install`, where a wheel install can find it.
+    data_files=[("share/edge/systemd", ["systemd/edge-camera@.service", "systemd/edge-camera.sysusers"])],
     entry_points={
         "console_scripts": [
             "edge=edge.cli:main",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -140,3 +142,47 @@ def test_stream_that_vanishes_ends_the_run_with_a_clear_error(h264_clip, tmp_pat
     assert "3 reconnect attempts failed" in stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]  # whole lines, renamed into place
     assert len(records) == json.loads(summary.read_text())["frames"] >= 20
+
+
+def test_systemd_notify_ready_then_watchdog_pings_stop_when_the_camera_stalls(h264_clip, tmp_path):
+    """edge-run under a real notify socket, as systemd runs it: pings flow with frames and stop when the camera does."""
+    import socket as sk
+
+    notify = sk.socket(sk.AF_UNIX, sk.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(0.2)
+    cam = Camera(h264_clip, free_port())
+    cam.start()
+    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "400000"}
+    cmd = [*edge_run_cmd(), "-c", str(DEMO_CONFIG), "-s", f"rtsp://127.0.0.1:{cam.port}/cam", "-q", "--duration", "40"]
+    cmd += ["--set", "source.reconnect.initial_delay_s=5", "--set", "pipeline.status_interval_s=0.5"]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    messages = []  # (time, text)
+
+    def collect(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                messages.append((time.monotonic(), notify.recv(4096).decode()))
+            except TimeoutError:
+                pass
+
+    try:
+        collect(8)
+        texts = [m for _, m in messages]
+        assert texts and texts[0].startswith("READY=1"), texts[:3]
+        assert sum("WATCHDOG=1" in m for m in texts) >= 5 and any(m.startswith("STATUS=") and "fps" in m for m in texts)
+        cam.stop()  # the camera stalls: no frames, edge-run waits to reconnect
+        t_stall = time.monotonic()
+        collect(4)
+        late = [m for t, m in messages if t > t_stall + 1.5 and "WATCHDOG=1" in m]
+        assert late == [], "watchdog pings went on while no frame flowed"
+        run.send_signal(signal.SIGTERM)
+        run.communicate(timeout=30)
+        collect(0.5)
+        assert any("STOPPING=1" in m for _, m in messages)
+    finally:
+        cam.stop()
+        notify.close()
+        if run.poll() is None:
+            run.kill()

@@ -16,6 +16,7 @@ from edge.errors import EdgeError
 from edge.runtime.backends import create_backend
 from edge.runtime.metrics import format_summary
 from edge.runtime.model import pick_input, preprocess_spec
+from edge.runtime.notify import Notifier, Watchdog
 from edge.runtime.pipeline import Pipeline
 from edge.runtime.postprocess import create_postprocessor
 from edge.runtime.preprocess import Preprocessor
@@ -102,24 +103,43 @@ class Runner:
     def run(self) -> Tuple[dict, Optional[EdgeError]]:
         """Run to the end of the source, the frame/duration limit or a signal. Returns (summary, error or None)."""
         cfg, p = self.cfg, self.pipeline
+        # systemd (Type=notify): READY after the first frame, WATCHDOG only while frames flow, STATUS, STOPPING.
+        notifier = Notifier.from_env()
+        watchdog = Watchdog.from_env(notifier)
+
+        def frame_done(_packet: Any) -> None:
+            notifier.ready()
+            watchdog.frame_done()
+
+        p.on_frame = frame_done if notifier.enabled else None
         restore = _install_signal_handlers(p) if threading.current_thread() is threading.main_thread() else {}
         idle_w = self._start_telemetry()
         t0 = time.monotonic()
         interval = cfg.pipeline.status_interval_s
         next_status = t0 + interval
+        stopping_sent = False
         try:
             p.start()
             while not p.wait(0.1):
                 now = time.monotonic()
                 if cfg.pipeline.duration_s is not None and now - t0 >= cfg.pipeline.duration_s:
                     p.stop()
-                if cfg.logging.status and now >= next_status:
+                if now >= next_status:
                     power = format_status(self.sampler.latest()) if self.sampler.backend_name != "none" else ""
-                    print(f"edge-run: {p.metrics.status_line(power)}", file=sys.stderr, flush=True)
+                    line = p.metrics.status_line(power)
+                    notifier.status(line)
+                    if cfg.logging.status:
+                        print(f"edge-run: {line}", file=sys.stderr, flush=True)
                     next_status = now + interval
+                if p.stop_event.is_set() and not stopping_sent:
+                    notifier.stopping()
+                    stopping_sent = True
         finally:
             for sig, handler in restore.items():
                 signal.signal(sig, handler)
+            if not stopping_sent:
+                notifier.stopping()
+            notifier.close()
         notes = self._close(failed=p.error is not None)
         telemetry, files = self._telemetry_summary(idle_w)
         notes += files

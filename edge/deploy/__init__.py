@@ -1,0 +1,4 @@
+"""Putting engines on devices: the systemd service (`edge service`) and verified, atomic deploys (`edge deploy`).
+
+``target`` is the device side (standard library only, piped to the device's python3); ``cli`` drives it over SSH.
+"""

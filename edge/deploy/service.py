@@ -1,0 +1,142 @@
+"""`edge service install NAME --config FILE`: install and enable the edge-camera@NAME systemd service.
+
+Writes the unit template and the sysusers.d entry for its dedicated user (in the video group), creates that
+user with systemd-sysusers, installs the config as /etc/edge/NAME.yaml and enables the instance.
+``--dry-run`` prints the same actions without doing them; ``--root`` installs into another root (an image
+being prepared, or a test), where systemctl works offline and nothing is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, List, Optional, Tuple
+
+from edge.deploy.target import NAME_RE
+from edge.errors import EdgeError, RunFailed
+
+UNIT = "edge-camera@.service"
+SYSUSERS = "edge-camera.sysusers"
+EXEC_PLACEHOLDER = "/usr/local/bin/edge-run"  # the path written in systemd/edge-camera@.service
+
+# A source checkout (and editable install) has systemd/ beside the package; a wheel puts it under share/.
+_UNIT_DIR = next(
+    (d for d in (Path(__file__).resolve().parents[2] / "systemd", Path(sys.prefix) / "share" / "edge" / "systemd") if d.is_dir()),
+    Path(sys.prefix) / "share" / "edge" / "systemd",
+)
+
+Action = Tuple[str, Callable[[], None]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("install", help="install and enable edge-camera@NAME.service", description=__doc__.splitlines()[0])
+    p.add_argument("name", metavar="NAME", help="instance name: the service reads /etc/edge/NAME.yaml")
+    p.add_argument("--config", type=Path, help="run config to install as /etc/edge/NAME.yaml (omit to keep the one there)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    p.add_argument("--now", action="store_true", help="also (re)start the service")
+    p.add_argument("--root", type=Path, default=Path("/"), help="install into this root instead of / (nothing is started)")
+    p.add_argument("--edge-run", help="absolute path of edge-run for ExecStart (default: the one on PATH)")
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> Callable[[], None]:
+    def do() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write beside and rename, so a running systemd never reads half a unit or config.
+        fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, str(path))
+
+    return do
+
+
+def _run(argv: List[str]) -> Callable[[], None]:
+    def do() -> None:
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except FileNotFoundError:
+            raise RunFailed(f"{argv[0]}: not found; this command needs systemd (a Jetson with JetPack has it)") from None
+        if proc.returncode != 0:
+            raise RunFailed(
+                f"{' '.join(argv)} exited with status {proc.returncode}: {proc.stdout.decode(errors='replace').strip()}"
+            )
+
+    return do
+
+
+def _edge_run(given: Optional[str], root: Path) -> str:
+    path = given or shutil.which("edge-run")
+    if not path:
+        raise EdgeError(
+            "edge-run is not on PATH; install edge on this device (pip install edge) or pass --edge-run /path/to/edge-run"
+        )
+    if not os.path.isabs(path):
+        raise EdgeError(f"--edge-run {path!r}: systemd needs an absolute path")
+    if root == Path("/") and not os.access(path, os.X_OK):
+        raise EdgeError(f"--edge-run {path}: not an executable file")
+    return path
+
+
+def plan(args: argparse.Namespace) -> List[Action]:
+    """The install as a list of (description, action), so --dry-run prints exactly what a real run does."""
+    name, root = args.name, args.root
+    if not NAME_RE.match(name):
+        raise EdgeError(
+            f"NAME {name!r}: use letters, digits, '_', '.', '-' (it becomes edge-camera@{name}.service and /etc/edge/{name}.yaml)"
+        )
+    if not (_UNIT_DIR / UNIT).is_file():
+        raise EdgeError(
+            f"{_UNIT_DIR / UNIT}: unit file not found; reinstall edge (pip install .) or run from a source checkout"
+        )
+    unit_text = (_UNIT_DIR / UNIT).read_text().replace(EXEC_PLACEHOLDER, _edge_run(args.edge_run, root))
+    offline = root != Path("/")
+    if args.now and offline:
+        raise EdgeError(f"--now with --root {root}: nothing can be started inside another root; drop one of them")
+    config_dest = root / "etc" / "edge" / f"{name}.yaml"
+    actions: List[Action] = []
+    if args.config is not None:
+        from edge.config import load_config
+
+        load_config(args.config)  # a wrong key fails here, not at 3 a.m. in the journal
+        if config_dest.is_symlink():
+            raise EdgeError(
+                f"{config_dest} is managed by `edge deploy` (-> {os.readlink(config_dest)}); deploy a new config with `edge deploy`, or drop --config"
+            )
+        actions.append((f"write {config_dest} from {args.config}", _write(config_dest, args.config.read_text())))
+    elif not config_dest.exists():
+        raise EdgeError(f"{config_dest} does not exist; pass --config FILE")
+
+    unit_dest = root / "etc" / "systemd" / "system" / UNIT
+    sysusers_dest = root / "etc" / "sysusers.d" / "edge-camera.conf"
+    systemctl = ["systemctl", f"--root={root}"] if offline else ["systemctl"]
+    sysusers = ["systemd-sysusers", f"--root={root}"] if offline else ["systemd-sysusers"]
+    instance = f"edge-camera@{name}.service"
+    actions += [
+        (f"write {unit_dest}", _write(unit_dest, unit_text)),
+        (f"write {sysusers_dest}", _write(sysusers_dest, (_UNIT_DIR / SYSUSERS).read_text())),
+        (f"run {' '.join(sysusers + [str(sysusers_dest)])}", _run(sysusers + [str(sysusers_dest)])),
+    ]
+    if not offline:
+        actions.append(("run systemctl daemon-reload", _run(["systemctl", "daemon-reload"])))
+    actions.append((f"run {' '.join(systemctl + ['enable', instance])}", _run(systemctl + ["enable", instance])))
+    if args.now:
+        actions.append((f"run systemctl restart {instance}", _run(["systemctl", "restart", instance])))
+    return actions
+
+
+def main(args: argparse.Namespace) -> int:
+    actions = plan(args)
+    for description, action in actions:
+        print(("would " if args.dry_run else "") + description)
+        if not args.dry_run:
+            action()
+    if not args.dry_run:
+        print(f"installed edge-camera@{args.name}.service; logs: journalctl -u edge-camera@{args.name}")
+    return 0
