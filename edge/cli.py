@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("edge.runtime.cli", "run the camera pipeline: source -> preprocess -> infer -> postprocess -> sinks"),
     "assets": ("edge.assets", "list or fetch the pinned demo and benchmark models and clips"),
     "dla": ("edge.build.dla_cli", "predict DLA vs GPU placement of an ONNX model, offline (no Jetson needed)"),
-    "deploy": ("edge.deploy.cli", "copy an engine, its manifest and a config to a Jetson over SSH: verify, swap, restart, roll back"),
+    "deploy": (
+        "edge.deploy.cli",
+        "copy an engine, its manifest and a config to a Jetson over SSH: verify, swap, restart, roll back",
+    ),
     "service": ("edge.deploy.service", "install and enable the edge-camera@NAME systemd service"),
     "telemetry": ("edge.telemetry.cli", "parse tegrastats logs and probe which telemetry backends work here"),
     "report": ("edge.telemetry.report_cli", "write report.html with PNG plots for a finished run folder"),

@@ -92,9 +92,7 @@ def plan(args: argparse.Namespace) -> List[Action]:
             f"NAME {name!r}: use letters, digits, '_', '.', '-' (it becomes edge-camera@{name}.service and /etc/edge/{name}.yaml)"
         )
     if not (_UNIT_DIR / UNIT).is_file():
-        raise EdgeError(
-            f"{_UNIT_DIR / UNIT}: unit file not found; reinstall edge (pip install .) or run from a source checkout"
-        )
+        raise EdgeError(f"{_UNIT_DIR / UNIT}: unit file not found; reinstall edge (pip install .) or run from a source checkout")
     unit_text = (_UNIT_DIR / UNIT).read_text().replace(EXEC_PLACEHOLDER, _edge_run(args.edge_run, root))
     offline = root != Path("/")
     if args.now and offline:
