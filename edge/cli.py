@@ -18,6 +18,7 @@ from edge.errors import EdgeError
 # name -> (module, one-line help). A command is a module; adding one is a row here.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("edge.runtime.cli", "run the camera pipeline: source -> preprocess -> infer -> postprocess -> sinks"),
+    "build": ("edge.build.cli", "build a TensorRT engine (GPU or DLA, FP16/INT8) with its manifest and placement report"),
     "assets": ("edge.assets", "list or fetch the pinned demo and benchmark models and clips"),
     "dla": ("edge.build.dla_cli", "predict DLA vs GPU placement of an ONNX model, offline (no Jetson needed)"),
     "deploy": (
@@ -66,6 +67,7 @@ def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
 
 
 run_main = _entry("run", "edge-run")
+build_main = _entry("build", "edge-build")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,103 @@
+"""`edge-build` / `edge build`: flags, each of which overrides one build-config key."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the ONNX model (model.path)")
+    p.add_argument("--output", "-o", metavar="ENGINE", help="the engine to write (model.engine; default MODEL.engine here)")
+    p.add_argument("--config", "-c", metavar="FILE", help="build YAML (see configs/build.example.yaml)")
+    p.add_argument("--int8", action="store_true", default=None, help="INT8 with calibration (int8)")
+    p.add_argument("--fp16", action="store_true", default=None, help="allow FP16 kernels (fp16)")
+    p.add_argument("--calib-images", metavar="DIR", help="calibration images, preprocessed like the runner (calib.images)")
+    p.add_argument("--calib-cache", metavar="FILE", help="read when present, written after calibrating (calib.cache)")
+    p.add_argument("--calib-method", choices=["entropy", "minmax"], help="calibrator, default entropy (calib.method)")
+    p.add_argument("--dla", type=int, metavar="N", help="put layers on DLA core N (dla.core)")
+    fallback = p.add_mutually_exclusive_group()
+    fallback.add_argument(
+        "--gpu-fallback",
+        dest="gpu_fallback",
+        action="store_true",
+        default=None,
+        help="layers the DLA cannot run go to the GPU (default)",
+    )
+    fallback.add_argument(
+        "--no-gpu-fallback", dest="gpu_fallback", action="store_false", help="fail the build instead (dla.gpu_fallback: false)"
+    )
+    p.add_argument("--dla-target", choices=["orin", "xavier"], help="rules for the pre-build prediction (dla.target)")
+    p.add_argument("--dla-sram", type=float, metavar="MiB", help="DLA managed SRAM per subgraph, a power of two (dla.sram_mib)")
+    p.add_argument("--workspace", type=int, metavar="MiB", help="builder workspace limit (workspace_mib)")
+    p.add_argument("--timing-cache", metavar="FILE", help="reuse and update a timing cache (timing_cache)")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=None,
+        metavar="NAME=1x3x256x256",
+        help="build shape of a dynamic input, repeatable (shapes)",
+    )
+    p.add_argument("--target-cc", metavar="X.Y", help="build for this GPU compute capability where the API allows (target_cc)")
+    p.add_argument("--log", metavar="FILE", help="write TensorRT's verbose log (log)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set calib.max_images=200"
+    )
+
+
+# flag attribute -> config key; file paths given on the command line are relative to the current folder.
+_FLAG_KEYS = {
+    "model": "model.path",
+    "output": "model.engine",
+    "int8": "int8",
+    "fp16": "fp16",
+    "calib_images": "calib.images",
+    "calib_cache": "calib.cache",
+    "calib_method": "calib.method",
+    "dla": "dla.core",
+    "gpu_fallback": "dla.gpu_fallback",
+    "dla_target": "dla.target",
+    "dla_sram": "dla.sram_mib",
+    "workspace": "workspace_mib",
+    "timing_cache": "timing_cache",
+    "shape": "shapes",
+    "target_cc": "target_cc",
+    "log": "log",
+}
+_PATH_FLAGS = {"model", "output", "calib_images", "calib_cache", "timing_cache", "log"}
+
+
+def main(args: argparse.Namespace) -> int:
+    from edge.build import placement
+    from edge.build.config import load_build_config
+    from edge.build.engine import build
+
+    values = {}
+    for attr, key in _FLAG_KEYS.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        values[key] = os.path.abspath(value) if attr in _PATH_FLAGS else value
+    if args.model:
+        values["model.asset"] = None
+    cfg = load_build_config(args.config, args.set, values)
+    result = build(cfg)
+    print("\n".join(placement.render(result.placement)))
+    where = (
+        f"DLA core {cfg.dla.core} ({'with' if cfg.dla.gpu_fallback else 'without'} GPU fallback)"
+        if cfg.dla.core is not None
+        else "GPU"
+    )
+    target = f"compute capability {result.compute_capability}" if result.compute_capability else "compute capability unknown"
+    print(
+        f"\nwrote {result.engine} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:12]}…), "
+        f"{result.manifest.name}, {result.report.name} in {result.seconds:.1f} s"
+    )
+    print(
+        f"TensorRT {result.caps.version} ({result.caps.module}); {where}; {target}; "
+        f"precisions {', '.join(result.plan.precisions)}{' (strongly typed: from the ONNX)' if not result.caps.weakly_typed else ''}; "
+        f"{result.warnings} TensorRT warning(s){' (all in ' + cfg.log + ')' if cfg.log else ''}"
+    )
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0

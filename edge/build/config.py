@@ -1,0 +1,136 @@
+"""The build config: what `edge-build` builds and how, loaded from YAML with ``edge.config.load_dataclass``.
+
+Every flag is also a key here, so a build is reproducible from one file. The ``input`` section is the same as the
+run config's: calibration feeds images through it and the manifest records it for the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from edge.config import InputConfig, ModelConfig, load_dataclass
+from edge.errors import ConfigError
+
+# Calibrator algorithm names as TensorRT writes them in a cache header.
+ALGORITHMS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration"}
+
+
+@dataclass
+class CalibConfig:
+    images: Optional[str] = None  # a folder of images, fed through the input preprocessing
+    cache: Optional[str] = None  # read when present (then no images are needed), written after calibrating
+    method: Literal["entropy", "minmax"] = "entropy"  # entropy = IInt8EntropyCalibrator2, the one DLA needs
+    max_images: Optional[int] = None  # use at most this many images (sorted by name); None = all
+
+
+@dataclass
+class DlaConfig:
+    core: Optional[int] = None  # DLA core index; None = a GPU engine
+    gpu_fallback: bool = True  # layers the DLA cannot run go to the GPU instead of failing the build
+    target: Optional[Literal["orin", "xavier"]] = None  # rules for the pre-build prediction; None = from the GPU
+    sram_mib: Optional[float] = None  # DLA_MANAGED_SRAM pool per subgraph (power of two, >= 4 KiB); None = default
+    local_dram_mib: Optional[float] = None  # DLA_LOCAL_DRAM pool
+    global_dram_mib: Optional[float] = None  # DLA_GLOBAL_DRAM pool
+
+
+@dataclass
+class BuildConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)  # path or asset = the ONNX; engine = the output
+    int8: bool = False
+    fp16: bool = False
+    calib: CalibConfig = field(default_factory=CalibConfig)
+    dla: DlaConfig = field(default_factory=DlaConfig)
+    shapes: List[str] = field(default_factory=list)  # NAME=1x3x640x640 for each dynamic input
+    workspace_mib: Optional[int] = None  # builder scratch memory limit; None = TensorRT's default
+    timing_cache: Optional[str] = None  # read when present, written after the build
+    target_cc: Optional[Union[str, float]] = None  # build for this GPU compute capability (where the API allows)
+    log: Optional[str] = None  # write TensorRT's verbose log here
+    input: InputConfig = field(default_factory=InputConfig)
+    base_dir: Path = field(default_factory=Path.cwd, metadata={"internal": True})
+
+    def resolve_path(self, value: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    def optional_path(self, value: Optional[str]) -> Optional[Path]:
+        return None if value is None else self.resolve_path(value)
+
+    @property
+    def algorithm(self) -> str:
+        return ALGORITHMS[self.calib.method]
+
+    def options(self) -> Dict[str, Any]:
+        """The settings as plain data, for the manifest."""
+        data = asdict(self)
+        data.pop("base_dir")
+        return data
+
+
+def load_build_config(
+    path: Optional[str], overrides: Optional[List[str]] = None, values: Optional[Dict[str, Any]] = None
+) -> BuildConfig:
+    cfg, origin = load_dataclass(BuildConfig, path, overrides, values)
+    check(cfg, origin)
+    return cfg
+
+
+def pool_bytes(mib: float, key: str, origin: str) -> int:
+    """A DLA pool size in bytes; TensorRT fails the loadable compile unless it is a power of two >= 4 KiB."""
+    size = int(round(mib * (1 << 20)))
+    if size < 4096 or size & (size - 1):
+        raise ConfigError(f"{origin}: key '{key}': expected a power of two of at least 4 KiB (e.g. 0.5, 1, 2 MiB), got {mib}")
+    return size
+
+
+def target_cc(value: Union[str, float, None], origin: str = "--target-cc") -> Optional[str]:
+    """'8.7', 8.7 or 'sm87' -> '8.7'."""
+    if value is None:
+        return None
+    text = str(value).strip().lower().replace("sm_", "").replace("sm", "")
+    if text.isdigit() and len(text) >= 2:
+        text = f"{text[:-1]}.{text[-1]}"
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit() and len(minor) == 1):
+        raise ConfigError(f"{origin}: key 'target_cc': expected a compute capability like 8.7 or 7.2, got {value!r}")
+    return text
+
+
+def check(cfg: BuildConfig, origin: str) -> None:
+    """Rules that span more than one key or need the file system; TensorRT is not imported here."""
+    m = cfg.model
+    if not (m.path or m.asset):
+        raise ConfigError(f"{origin}: no model: pass MODEL.onnx or set model.path (or model.asset)")
+    if m.path and m.asset:
+        raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
+    if m.path and not cfg.resolve_path(m.path).is_file():
+        raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+    if cfg.workspace_mib is not None and cfg.workspace_mib <= 0:
+        raise ConfigError(f"{origin}: key 'workspace_mib': expected a positive number of MiB, got {cfg.workspace_mib}")
+    d = cfg.dla
+    if d.core is not None and d.core < 0:
+        raise ConfigError(f"{origin}: key 'dla.core': expected a DLA core index (0 or 1 on AGX Orin/Xavier), got {d.core}")
+    pools = [key for key in ("sram_mib", "local_dram_mib", "global_dram_mib") if getattr(d, key) is not None]
+    for key in pools:
+        pool_bytes(getattr(d, key), f"dla.{key}", origin)
+    if d.core is None and (pools or not d.gpu_fallback or d.target):
+        key = f"dla.{pools[0]}" if pools else ("dla.gpu_fallback" if not d.gpu_fallback else "dla.target")
+        raise ConfigError(f"{origin}: key '{key}' applies to DLA builds only; add --dla N (dla.core) or drop it")
+    target_cc(cfg.target_cc, origin)
+    c = cfg.calib
+    if c.max_images is not None and c.max_images < 1:
+        raise ConfigError(f"{origin}: key 'calib.max_images': expected a positive integer or null, got {c.max_images}")
+    images = cfg.optional_path(c.images)
+    if images is not None and not images.is_dir():
+        raise ConfigError(f"{origin}: key 'calib.images': not a folder: {images}")
+    cache = cfg.optional_path(c.cache)
+    if cfg.int8 and images is None and (cache is None or not cache.is_file()):
+        where = f"no cache at {cache}" if cache is not None else "no calib.cache"
+        raise ConfigError(
+            f"{origin}: key 'int8': INT8 needs scales: pass --calib-images DIR (calibrate) or an existing --calib-cache FILE "
+            f"({where}); without them TensorRT's placeholder ranges make an engine that is only good for speed tests"
+        )
+    if (images or c.cache) and not cfg.int8:
+        raise ConfigError(f"{origin}: keys 'calib.images'/'calib.cache' are set but 'int8' is not; add --int8 or drop them")

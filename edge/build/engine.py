@@ -1,0 +1,542 @@
+"""The TensorRT builder adapter: ONNX in; engine, manifest and placement report out.
+
+Order of work: refuse what the installed TensorRT cannot do (before anything slow), parse, pin input shapes (one
+optimization profile with min = opt = max), configure precision, DLA, memory pools and the compute-capability
+target, run the pre-build DLA pass, calibrate and build, then write the engine byte for byte as TensorRT
+serialised it, its manifest and the placement report, each under a temporary name renamed into place.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import time
+import warnings
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from edge import __version__
+from edge.build import placement as pl
+from edge.build import trt as trt_api
+from edge.build.config import BuildConfig, pool_bytes, target_cc
+from edge.build.progress import Heartbeat, say
+from edge.errors import EdgeError, RunFailed
+from edge.manifest import MANIFEST_VERSION, read_l4t, sha256_file, write_manifest
+
+QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
+# Jetson GPU compute capability -> DLA generation, for the offline prediction's rules.
+DLA_TARGETS = {"8.7": "orin", "7.2": "xavier"}
+_JETSON_CC = (("orin", "8.7"), ("xavier", "7.2"))  # /proc/device-tree/model names
+
+
+@dataclass
+class Plan:
+    """What the build will ask of TensorRT, decided from the config and the API before any slow step."""
+
+    flags: List[str] = field(default_factory=list)  # BuilderFlag names
+    precisions: List[str] = field(default_factory=list)
+    strongly_typed: bool = False
+    compute_capability: Optional[str] = None  # --target-cc, when the API can build for it
+    notes: List[str] = field(default_factory=list)
+
+
+def plan(cfg: BuildConfig, caps: trt_api.Capabilities) -> Plan:
+    """Refuse requests this TensorRT cannot serve, with the sentence that says what to do instead."""
+    p = Plan()
+    who = f"this TensorRT ({caps.module} {caps.version})"
+    core = cfg.dla.core
+    if core is not None:
+        if not caps.dla_api:
+            raise EdgeError(
+                f"--dla {core}: {who} has no DLA API (TensorRT 11.0-11.3 dropped the DLA); build with the TensorRT of "
+                "the target's JetPack (8.5 on JetPack 5, 10.3 on JetPack 6)"
+            )
+        if caps.dla_cores == 0:
+            raise EdgeError(
+                f"--dla {core}: this machine has no DLA: build on a Jetson with the target's JetPack ({who} reports 0 DLA cores)"
+            )
+        if core >= caps.dla_cores:
+            raise EdgeError(f"--dla {core}: this Jetson has {caps.dla_cores} DLA core(s), numbered 0 to {caps.dla_cores - 1}")
+        if cfg.dla.gpu_fallback:
+            p.flags.append("GPU_FALLBACK")
+    if cfg.int8 and not caps.int8_flag:
+        raise EdgeError(
+            f"--int8: {who} is strongly typed: it has no INT8 builder flag and no calibrators, so precision comes from the "
+            f"tensor types in the ONNX; {QDQ_HINT}"
+        )
+    if cfg.int8 and not caps.calibrators:
+        raise EdgeError(f"--int8: {who} has the INT8 flag but no calibrators (int8_calibrator); {QDQ_HINT}")
+    if cfg.fp16 and not caps.fp16_flag:
+        raise EdgeError(
+            f"--fp16: {who} is strongly typed: precision comes from the tensor types in the ONNX; export an FP16 model "
+            "(e.g. with ModelOpt AutoCast) and drop --fp16"
+        )
+    if caps.weakly_typed:
+        p.precisions.append("fp32")
+        fp16 = cfg.fp16 or (core is not None)
+        if fp16:
+            p.flags.append("FP16")
+            p.precisions.append("fp16")
+            if core is not None and not cfg.fp16:
+                p.notes.append(
+                    "FP16 enabled: the DLA runs FP16 or INT8 only, and layers without INT8 scales need FP16 to stay on it"
+                )
+        if cfg.int8:
+            p.flags.append("INT8")
+            p.precisions.append("int8")
+    else:
+        p.strongly_typed = caps.strongly_typed_flag
+    cc = target_cc(cfg.target_cc)
+    if cc is not None:
+        if not caps.compute_capabilities:
+            raise EdgeError(
+                f"--target-cc {cc}: {who} builds only for the GPU it runs on; build on the target (a Jetson with its "
+                "JetPack) and drop --target-cc"
+            )
+        if cc not in caps.compute_capabilities:
+            raise EdgeError(f"--target-cc {cc}: {who} can build for {', '.join(caps.compute_capabilities)} only")
+        p.compute_capability = cc
+    return p
+
+
+def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, strongly_typed: bool) -> Any:
+    """The network definition from the ONNX file, or an EdgeError naming the node TensorRT could not import."""
+    flags = 0
+    if caps.explicit_batch_flag:  # TensorRT 8.x parses ONNX only into explicit-batch networks
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    if strongly_typed:
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # EXPLICIT_BATCH is deprecated (and ignored) in 10.x
+        network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, trt_api.logger())
+    if parser.parse_from_file(str(onnx_path)):
+        return network, parser
+    errors = [parser.get_error(i) for i in range(parser.num_errors)]
+    node_errors = [e for e in errors if e.node() >= 0]
+    if not node_errors:
+        detail = "; ".join(e.desc() for e in errors) or "no detail"
+        raise EdgeError(f"{onnx_path}: not a valid ONNX model (TensorRT's parser: {detail}); re-export it or check the download")
+    e = node_errors[0]
+    raise EdgeError(
+        f"{onnx_path}: TensorRT cannot import node {e.node()} '{e.node_name()}' (op {e.node_operator()}): {e.desc()}; "
+        "this TensorRT has no importer or plugin for it: replace the op in the export (or register a plugin)"
+    )
+
+
+def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, Tuple[int, ...]]:
+    """The build shape of every network input: its static shape, or the --shape given for a dynamic one."""
+    from edge.build.graph import parse_shape
+
+    names = [network.get_input(i).name for i in range(network.num_inputs)]
+    given = dict(parse_shape(text, names) for text in shape_texts)
+    shapes = {}
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        dims = tuple(t.shape)
+        want = given.get(t.name)
+        if want is None:
+            if any(d < 0 for d in dims):
+                example = "x".join("1" if (d < 0 and k == 0) else ("N" if d < 0 else str(d)) for k, d in enumerate(dims))
+                why = (
+                    "the DLA needs static shapes (one optimization profile with min = opt = max)"
+                    if dla
+                    else "edge-build makes one optimization profile with min = opt = max"
+                )
+                raise EdgeError(f"input '{t.name}' is dynamic {list(dims)}: {why}; pass --shape {t.name}={example}")
+            want = dims
+        elif len(want) != len(dims) or any(d >= 0 and d != w for d, w in zip(dims, want)):
+            raise EdgeError(f"--shape {t.name}={'x'.join(map(str, want))}: the model declares {list(dims)}")
+        shapes[t.name] = tuple(int(d) for d in want)
+    return shapes
+
+
+def scale_tensors(trt: Any, network: Any) -> List[str]:
+    """Tensors an INT8 calibration cache must have a scale for: float inputs and float layer outputs."""
+    floats = {trt.DataType.FLOAT, trt.DataType.HALF}
+    names = [network.get_input(i).name for i in range(network.num_inputs) if network.get_input(i).dtype in floats]
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        if layer.type in (trt.LayerType.CONSTANT, trt.LayerType.SHAPE):
+            continue
+        names += [layer.get_output(k).name for k in range(layer.num_outputs) if layer.get_output(k).dtype in floats]
+    return names
+
+
+def typed_precisions(trt: Any, network: Any) -> List[str]:
+    """A strongly typed network's precisions: the float types its layers produce."""
+    names = {trt.DataType.FLOAT: "fp32", trt.DataType.HALF: "fp16", trt.DataType.INT8: "int8"}
+    found = set()
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        found |= {names[layer.get_output(k).dtype] for k in range(layer.num_outputs) if layer.get_output(k).dtype in names}
+    return sorted(found)
+
+
+def gpu_here() -> Tuple[Optional[str], Optional[str]]:
+    """(GPU name, compute capability) of this machine: pycuda when it can open the GPU, else the Jetson model name."""
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        dev = cuda.Device(0)
+        major, minor = dev.compute_capability()
+        return dev.name(), f"{major}.{minor}"
+    except Exception:  # no pycuda, no driver or no GPU: all mean "ask the device tree"
+        pass
+    model = Path("/proc/device-tree/model")
+    if model.is_file():
+        text = model.read_text(errors="replace").strip("\x00\n ")
+        for key, cc in _JETSON_CC:
+            if key in text.lower():
+                return text, cc
+    return None, None
+
+
+def cuda_version() -> Optional[str]:
+    """The CUDA toolkit release beside TensorRT (/usr/local/cuda), or None where there is none."""
+    root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    try:
+        return json.loads((root / "version.json").read_text())["cuda"]["version"]
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", (root / "version.txt").read_text())
+        return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+@dataclass
+class BuildResult:
+    engine: Path
+    manifest: Path
+    report: Path
+    size: int
+    sha256: str
+    seconds: float
+    caps: trt_api.Capabilities
+    plan: Plan
+    placement: pl.Placement
+    compute_capability: Optional[str]
+    warnings: int
+    notes: List[str]
+
+
+def model_path(cfg: BuildConfig) -> Path:
+    if cfg.model.asset:
+        from edge import assets
+
+        return assets.resolve(cfg.model.asset)
+    return cfg.resolve_path(cfg.model.path or "")
+
+
+def engine_path(cfg: BuildConfig, onnx: Path) -> Path:
+    out = cfg.resolve_path(cfg.model.engine) if cfg.model.engine else Path.cwd() / (onnx.stem + ".engine")
+    if out.resolve() == onnx.resolve():
+        raise EdgeError(f"-o {out}: that is the ONNX model itself; name the engine MODEL.engine")
+    if not out.parent.is_dir():
+        raise EdgeError(f"-o {out}: folder {out.parent} does not exist")
+    return out
+
+
+def report_path(engine: Path) -> Path:
+    return engine.with_name(engine.name + ".layers.json")
+
+
+def _console(level: str, msg: str) -> None:
+    # DLA fallback warnings are many and belong to the placement report; everything else worth seeing goes out now.
+    if level == "ERROR" or (level == "WARNING" and "DLA" not in msg):
+        say(f"TensorRT {level.lower()}: {msg.splitlines()[0]}")
+
+
+def _atomic_bytes(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def build(cfg: BuildConfig) -> BuildResult:
+    started = time.monotonic()
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    onnx = model_path(cfg)
+    out = engine_path(cfg, onnx)
+    trt = trt_api.load()
+    with ExitStack() as stack:
+        log_file = stack.enter_context(open(cfg.resolve_path(cfg.log), "w")) if cfg.log else None
+        sink = stack.enter_context(trt_api.capture(log_file, _console))
+        builder = trt.Builder(trt_api.logger())
+        caps = trt_api.detect(trt, builder)
+        p = plan(cfg, caps)
+        sink.console = None  # a failed parse becomes one EdgeError naming the node; the details stay in the log
+        network, _parser = parse(trt, builder, caps, onnx, p.strongly_typed)
+        sink.console = _console
+        if not caps.weakly_typed:
+            p.precisions = typed_precisions(trt, network)
+        say(f"parsed {onnx.name}: {network.num_layers} layers, TensorRT {caps.version} ({caps.module})")
+        dla = cfg.dla.core is not None
+        shapes = input_shapes(network, cfg.shapes, dla)
+        config = builder.create_builder_config()
+        profile = _configure(trt, builder, config, network, cfg, p, shapes)
+        gpu_name, local_cc = gpu_here()
+        cc = p.compute_capability or local_cc
+        if p.compute_capability and p.compute_capability != local_cc:
+            gpu_name = None  # the engine is for another GPU than this one
+        if not cc:
+            p.notes.append("no GPU here and no --target-cc: the manifest cannot name the compute capability")
+        prebuild = _prebuild(cfg, caps, config, network, onnx, shapes, cc) if dla else None
+        feed = _calibration(trt, cfg, caps, config, network, profile, shapes) if cfg.int8 else None
+        timing = _load_timing_cache(config, cfg, p)
+        with Heartbeat("building the engine"):
+            serialized = builder.build_serialized_network(network, config)
+        if feed is not None and feed.error is not None:
+            raise feed.error
+        if serialized is None:
+            errors = [m.splitlines()[0] for level, m in sink.lines if level == "ERROR"]
+            raise RunFailed(f"TensorRT could not build the engine: {'; '.join(errors[-3:]) or 'no error logged'}")
+        if timing is not None:
+            _atomic_bytes(timing, config.get_timing_cache().serialize())
+        _atomic_bytes(out, serialized)
+        placement = _placement(trt, bytes(serialized), sink.lines, cfg.dla.core, prebuild)
+        size, digest = out.stat().st_size, sha256_file(out)
+        seconds = time.monotonic() - started
+        manifest = write_manifest(
+            out,
+            _manifest(trt, cfg, caps, p, network, shapes, out, size, digest, onnx, gpu_name, cc, started_at, seconds),
+        )
+        report = report_path(out)
+        pl.write_report(report, placement)
+        warned = sum(1 for level, _ in sink.lines if level == "WARNING")
+    return BuildResult(out, manifest, report, size, digest, seconds, caps, p, placement, cc, warned, p.notes)
+
+
+def _configure(
+    trt: Any, builder: Any, config: Any, network: Any, cfg: BuildConfig, p: Plan, shapes: Dict[str, Tuple[int, ...]]
+) -> Any:
+    for name in p.flags:
+        config.set_flag(getattr(trt.BuilderFlag, name))
+    profile = builder.create_optimization_profile()
+    for name, dims in shapes.items():
+        profile.set_shape(name, dims, dims, dims)
+    config.add_optimization_profile(profile)
+    linear = 1 << int(trt.TensorFormat.LINEAR)
+    for tensor in [network.get_input(i) for i in range(network.num_inputs)] + [
+        network.get_output(i) for i in range(network.num_outputs)
+    ]:
+        tensor.allowed_formats = linear  # what the runner's preprocessing writes and its postprocessing reads
+    if hasattr(config, "profiling_verbosity"):
+        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # the inspector and the log then name precisions
+    if cfg.workspace_mib:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, cfg.workspace_mib << 20)
+    d = cfg.dla
+    if d.core is not None:
+        config.default_device_type = trt.DeviceType.DLA
+        config.DLA_core = d.core
+        for key, pool in (
+            ("sram_mib", "DLA_MANAGED_SRAM"),
+            ("local_dram_mib", "DLA_LOCAL_DRAM"),
+            ("global_dram_mib", "DLA_GLOBAL_DRAM"),
+        ):
+            if getattr(d, key) is not None:
+                config.set_memory_pool_limit(
+                    getattr(trt.MemoryPoolType, pool), pool_bytes(getattr(d, key), f"dla.{key}", "config")
+                )
+    if p.compute_capability:
+        config.num_compute_capabilities = 1
+        config.set_compute_capability(getattr(trt.ComputeCapability, "SM" + p.compute_capability.replace(".", "")), 0)
+    return profile
+
+
+def _prebuild(
+    cfg: BuildConfig,
+    caps: trt_api.Capabilities,
+    config: Any,
+    network: Any,
+    onnx: Path,
+    shapes: Dict[str, Tuple[int, ...]],
+    cc: Optional[str],
+) -> Dict[str, Any]:
+    from edge.build.dla import predict
+
+    target = cfg.dla.target or DLA_TARGETS.get(cc or "")
+    prediction = None
+    if target is None:
+        say(f"pre-build: no offline DLA rules for compute capability {cc}; set dla.target (orin or xavier) for them")
+    else:
+        try:
+            prediction = predict(onnx, target, caps.version, shapes, "int8" if cfg.int8 else "fp16")
+        except EdgeError as exc:  # rules for another TensorRT, or onnx not installed: can_run_on_DLA still answers
+            say(f"pre-build: offline prediction skipped: {exc}")
+    result = pl.prebuild_pass(config, network, prediction)
+    for line in pl.prebuild_lines(result):
+        say(line)
+    return result
+
+
+def _calibration(
+    trt: Any,
+    cfg: BuildConfig,
+    caps: trt_api.Capabilities,
+    config: Any,
+    network: Any,
+    profile: Any,
+    shapes: Dict[str, Tuple[int, ...]],
+) -> Any:
+    from edge.build.calibrator import CalibrationFeed, list_images, make_calibrator, usable_cache
+    from edge.runtime.preprocess import Preprocessor
+
+    images_dir = cfg.optional_path(cfg.calib.images)
+    cache_path = cfg.optional_path(cfg.calib.cache)
+    cached = usable_cache(cache_path, caps.version, cfg.algorithm, scale_tensors(trt, network), images_dir is not None)
+    images = list_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
+    tensor, spec = _image_input(trt, cfg, network, shapes)
+    feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached)
+    if cached is None:
+        say(
+            f"calibration: {len(images)} images from {images_dir}, {feed.total_batches} batches of {feed.batch_size} ({cfg.calib.method})"
+        )
+    config.int8_calibrator = make_calibrator(trt, cfg.calib.method, feed)
+    if hasattr(config, "set_calibration_profile"):
+        config.set_calibration_profile(profile)
+    return feed
+
+
+def _image_input(trt: Any, cfg: BuildConfig, network: Any, shapes: Dict[str, Tuple[int, ...]]) -> Tuple[Any, Any]:
+    """The image input (input.name, or the only input) and its preprocessing, as the runner will do it."""
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.model import pick_input, preprocess_spec
+
+    inputs = [
+        TensorInfo(t.name, shapes[t.name], np.dtype(trt.nptype(t.dtype)))
+        for t in (network.get_input(i) for i in range(network.num_inputs))
+    ]
+    tensor = pick_input(cfg, inputs)
+    return tensor, preprocess_spec(cfg, tensor)
+
+
+def _load_timing_cache(config: Any, cfg: BuildConfig, p: Plan) -> Optional[Path]:
+    """Hand TensorRT the timing cache file (an empty cache when it is new); the path to save it to, or None."""
+    if not cfg.timing_cache:
+        return None
+    path = cfg.resolve_path(cfg.timing_cache)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config.set_timing_cache(config.create_timing_cache(b""), False)
+    ignored = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    if ignored:  # TensorRT-RTX: the calls exist and do nothing, and it says so
+        p.notes.append(f"--timing-cache not used: this TensorRT ignores timing caches (it warns: {ignored[0].message})")
+        return None
+    data = path.read_bytes() if path.is_file() else b""
+    if data and not config.set_timing_cache(config.create_timing_cache(data), False):  # False: another GPU or TensorRT
+        say(f"timing cache {path} is from another GPU or TensorRT; starting a new one")
+        config.set_timing_cache(config.create_timing_cache(b""), False)
+    elif data:
+        say(f"timing cache: reusing {path} ({len(data)} bytes)")
+    return path
+
+
+def _placement(
+    trt: Any, plan_bytes: bytes, lines: List[trt_api.Line], core: Optional[int], prebuild: Optional[Dict[str, Any]]
+) -> pl.Placement:
+    """From the engine inspector where the engine loads here (a GPU), else from the builder log."""
+    facts = pl.parse_log(lines)
+    with trt_api.capture() as probe:
+        runtime = trt.Runtime(trt_api.logger())
+        if core is not None:
+            runtime.DLA_core = core
+        engine = runtime.deserialize_cuda_engine(plan_bytes)
+    if engine is not None and hasattr(engine, "create_engine_inspector"):
+        info = json.loads(engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON))
+        layers = pl.from_inspector(info, facts.dla_names)
+        return pl.assemble(layers, facts, "engine inspector", "detailed profiling verbosity", core, prebuild)
+    said = next((m.splitlines()[0] for level, m in probe.lines if level == "ERROR"), "it returned no engine")
+    why = f"the engine does not load here for the inspector: {said}"
+    source = "builder log and the pre-build pass" if prebuild is not None else "builder log"
+    return pl.assemble(facts.layers, facts, source, why, core, prebuild)
+
+
+def _output_shapes(onnx: Path, shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:
+    """Static output shapes at the build shape (the network definition leaves them -1 for dynamic inputs)."""
+    from edge.build.graph import is_static, prepare
+
+    try:
+        graph = prepare(onnx, shapes)
+    except EdgeError as exc:  # onnx not installed, or shape inference fails: keep TensorRT's shapes
+        say(f"manifest: output shapes as TensorRT declares them ({exc})")
+        return {}
+    return {name: graph.shape(name) for name in graph.outputs if is_static(graph.shape(name))}
+
+
+def _manifest(
+    trt: Any,
+    cfg: BuildConfig,
+    caps: trt_api.Capabilities,
+    p: Plan,
+    network: Any,
+    shapes: Dict[str, Tuple[int, ...]],
+    out: Path,
+    size: int,
+    digest: str,
+    onnx: Path,
+    gpu_name: Optional[str],
+    cc: Optional[str],
+    started_at: str,
+    seconds: float,
+) -> Dict[str, Any]:
+    """The sidecar, in the key layout of ``edge.manifest``."""
+    from edge.errors import ConfigError
+
+    resolved = _output_shapes(onnx, shapes)
+    io = []
+    for mode, count, get in (
+        ("input", network.num_inputs, network.get_input),
+        ("output", network.num_outputs, network.get_output),
+    ):
+        for i in range(count):
+            t = get(i)
+            shape = list(shapes[t.name]) if mode == "input" else list(resolved.get(t.name, [int(d) for d in t.shape]))
+            io.append(
+                {"name": t.name, "mode": mode, "shape": shape, "dtype": trt_api.dtype_name(trt, t.dtype), "format": "LINEAR"}
+            )
+    try:
+        preprocess = _image_input(trt, cfg, network, shapes)[1].to_dict()
+    except ConfigError as exc:  # not an image model (or several inputs without input.name): nothing to record
+        say(f"manifest: no preprocessing recorded: {exc}")
+        preprocess = None
+    l4t = read_l4t()
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "engine": {"file": out.name, "sha256": digest, "size": size},
+        "tensorrt": {"version": caps.version, "api": caps.module},
+        "cuda": {"version": cuda_version()},
+        "device": {
+            "gpu_name": gpu_name,
+            "compute_capability": cc,
+            "l4t": l4t["l4t"] if l4t else None,
+            "jetpack": l4t["jetpack"] if l4t else None,
+        },
+        "dla": {"core": cfg.dla.core, "gpu_fallback": cfg.dla.gpu_fallback if cfg.dla.core is not None else None},
+        "precisions": p.precisions,
+        "io": io,
+        "preprocess": preprocess,
+        "source": {"onnx": str(onnx), "sha256": sha256_file(onnx)},
+        "build": {
+            "options": cfg.options(),
+            "capabilities": caps.to_dict(),
+            "placement_report": report_path(out).name,
+            "edge": __version__,
+            "started": started_at,
+            "seconds": round(seconds, 3),
+        },
+    }

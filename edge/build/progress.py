@@ -1,0 +1,54 @@
+"""Progress lines for the long build steps (calibration, the TensorRT build), on stderr, at a readable rate."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+
+def say(message: str) -> None:
+    print(f"edge-build: {message}", file=sys.stderr, flush=True)
+
+
+class Throttle:
+    """Passes a message on at most once per ``interval_s`` (the last one always gets through with ``force``)."""
+
+    def __init__(self, interval_s: float = 1.0, out: Callable[[str], None] = say) -> None:
+        self.interval_s = interval_s
+        self.out = out
+        self._last = float("-inf")
+
+    def __call__(self, message: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last >= self.interval_s:
+            self._last = now
+            self.out(message)
+
+
+class Heartbeat:
+    """While a step without its own progress runs, say every ``interval_s`` that it is still running."""
+
+    def __init__(self, label: str, interval_s: float = 10.0, out: Callable[[str], None] = say) -> None:
+        self.label = label
+        self.interval_s = interval_s
+        self.out = out
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._start = 0.0
+
+    def __enter__(self) -> Heartbeat:
+        self._start = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="edge-build-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.out(f"{self.label}… {time.monotonic() - self._start:.0f} s")
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,147 @@
+"""INT8 calibration without a GPU: the image batching, the runner's preprocessing, progress and the cache hooks run
+for real; TensorRT's calibrator base class (absent from TensorRT-RTX and TensorRT 11) is replaced by a stand-in
+that drives the subclass the way TensorRT's builder does, and device memory by a host buffer."""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from edge.build.calib_cache import CalibrationCache, read_cache
+from edge.build.calibrator import CalibrationFeed, list_images, make_calibrator
+from edge.errors import EdgeError
+from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+
+cv2 = pytest.importorskip("cv2")
+
+SPEC = PreprocessSpec(width=32, height=24, layout="nchw", scale=1 / 127.5, offset=-1.0)
+CACHE_TEXT = b"TRT-8502-EntropyCalibration2\nx: 3c010204\nconv_out: 3d8f5c29\n"
+
+
+class StandInEntropyCalibrator2:
+    """Stands in for tensorrt.IInt8EntropyCalibrator2, which only TensorRT <= 10.x on a GPU machine provides."""
+
+    def __init__(self) -> None:
+        self.constructed = True
+
+
+class HostUpload:
+    """Stands in for the pycuda device buffer: keeps each batch in host memory and hands out its address."""
+
+    def __init__(self) -> None:
+        self.kept = []
+
+    def __call__(self, batch: np.ndarray) -> int:
+        self.kept.append(np.ascontiguousarray(batch))
+        return self.kept[-1].ctypes.data
+
+
+def drive_like_tensorrt(calibrator, names, shape, dtype=np.float32):
+    """What TensorRT's builder does with a calibrator: the cache first, else batches until None, then write."""
+    cached = calibrator.read_calibration_cache()
+    if cached:
+        return cached, []
+    seen = []
+    while True:
+        pointers = calibrator.get_batch(names)
+        if not pointers:
+            break
+        count = int(np.prod(shape))
+        buf = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(pointers[0])
+        seen.append(np.frombuffer(buf, dtype).reshape(shape).copy())
+    calibrator.write_calibration_cache(memoryview(CACHE_TEXT))
+    return None, seen
+
+
+@pytest.fixture
+def images(tmp_path):
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    for i in range(7):
+        cv2.imwrite(str(folder / f"img{i}.png"), rng.integers(0, 255, (48 + i, 64, 3), np.uint8))
+    (folder / "notes.txt").write_text("not an image")
+    (folder / "broken.jpg").write_bytes(b"not a jpeg")
+    return folder
+
+
+def feed_for(paths, tmp_path, batch=2, cached=None, messages=None):
+    def progress(message, force=False):
+        (messages if messages is not None else []).append(message)
+
+    return CalibrationFeed(
+        paths, Preprocessor(SPEC), "x", (batch, 3, 24, 32), tmp_path / "m.cache", cached, HostUpload(), progress
+    )
+
+
+def test_list_images_sorts_filters_and_caps(images):
+    assert [p.name for p in list_images(images)] == ["broken.jpg"] + [f"img{i}.png" for i in range(7)]
+    assert len(list_images(images, max_images=3)) == 3
+    with pytest.raises(EdgeError, match="has no images"):
+        list_images(images.parent)  # tmp_path holds only the folder
+
+
+def test_batches_are_the_runner_preprocessing_stacked(images, tmp_path):
+    messages = []
+    feed = feed_for(list_images(images), tmp_path, batch=2, messages=messages)
+    batches = list(feed.batches())
+    # 8 files: broken.jpg is skipped, 7 images make 3 full batches and one left over.
+    assert len(batches) == 3 and feed.skipped == ["broken.jpg"]
+    pre = Preprocessor(SPEC)
+    expected = np.concatenate([pre(cv2.imread(str(images / f"img{i}.png")))[0] for i in (0, 1)])
+    assert batches[0].shape == (2, 3, 24, 32) and batches[0].dtype == np.float32
+    np.testing.assert_array_equal(batches[0], expected)
+    assert "the last 1 image(s) do not fill a batch of 2" in messages[-1]
+
+
+def test_preprocessing_that_does_not_fit_the_input_is_an_error(images, tmp_path):
+    feed = CalibrationFeed(list_images(images), Preprocessor(SPEC), "x", (1, 3, 64, 64), None, None, HostUpload(), print)
+    with pytest.raises(EdgeError, match=r"preprocessing makes \[3, 24, 32\].*input 'x' is \[1, 3, 64, 64\]"):
+        next(feed.batches())
+
+
+def test_entropy_calibrator_wiring_with_a_stand_in_base(images, tmp_path):
+    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
+    messages = []
+    feed = feed_for(list_images(images), tmp_path, batch=2, messages=messages)
+    calibrator = make_calibrator(trt, "entropy", feed)
+    assert isinstance(calibrator, StandInEntropyCalibrator2) and calibrator.constructed
+    assert type(calibrator).__name__ == "EdgeInt8EntropyCalibrator2" and calibrator.get_batch_size() == 2
+    cached, seen = drive_like_tensorrt(calibrator, ["x"], (2, 3, 24, 32))
+    assert cached is None and len(seen) == 3
+    np.testing.assert_array_equal(seen[2], list(feed_for(list_images(images), tmp_path).batches())[2])
+    assert messages[-1] == "calibrating: batch 3/4 (6 images, 1 unreadable skipped)"
+    assert read_cache(tmp_path / "m.cache").scales.keys() == {"x", "conv_out"}  # written atomically by edge
+
+
+def test_a_checked_cache_is_handed_over_and_no_image_is_read(tmp_path):
+    feed = feed_for([], tmp_path, cached=CACHE_TEXT)
+    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
+    cached, seen = drive_like_tensorrt(make_calibrator(trt, "entropy", feed), ["x"], (2, 3, 24, 32))
+    assert cached == CACHE_TEXT and seen == []
+
+
+def test_errors_inside_tensorrt_callbacks_are_kept_for_the_build(images, tmp_path):
+    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
+    feed = feed_for(list_images(images), tmp_path)
+    calibrator = make_calibrator(trt, "entropy", feed)
+    assert calibrator.get_batch(["x", "mask"]) is None
+    assert isinstance(feed.error, EdgeError) and "several inputs" in str(feed.error)
+
+
+def test_no_calibrator_class_means_the_qdq_path(tmp_path):
+    trt = SimpleNamespace(__name__="tensorrt_rtx", __version__="1.7.1.116")  # what TensorRT-RTX and 11.x offer
+    with pytest.raises(EdgeError, match=r"has no IInt8MinMaxCalibrator.*edge calib --qdq"):
+        make_calibrator(trt, "minmax", feed_for([], tmp_path))
+
+
+def test_cache_written_by_tensorrt_must_parse(tmp_path):
+    feed = feed_for([], tmp_path)
+    with pytest.raises(EdgeError, match="first line should be TRT-"):
+        feed.write_cache(b"garbage")
+    assert not (tmp_path / "m.cache").exists()
+    feed.write_cache(CACHE_TEXT)
+    assert CalibrationCache.from_bytes((tmp_path / "m.cache").read_bytes()).header == "TRT-8502-EntropyCalibration2"

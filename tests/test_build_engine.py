@@ -1,0 +1,282 @@
+"""edge-build on the real TensorRT-RTX builder (tensorrt-rtx-cu13 1.7.1.116, CPU only): parsing, capability
+detection, configuration, serialisation of the demo model and of PP-OCRv4 det, the manifest, the placement report
+and every refusal. Engines built here cannot be loaded here (no GPU), so what runs on a Jetson is not proven."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from edge.errors import EdgeError
+from tests.conftest import require_or_skip
+
+OCR_SHAPE = "x=1x3x640x640"
+
+
+@pytest.fixture(scope="module")
+def trt():
+    try:
+        import tensorrt_rtx
+    except ImportError as exc:
+        require_or_skip(False, f"TensorRT-RTX is not installed (pip install tensorrt-rtx-cu13==1.7.1.116): {exc}")
+    from edge.build import trt as trt_api
+
+    module = trt_api.load()
+    if module is not tensorrt_rtx:
+        pytest.skip(f"the real TensorRT ({module.__name__} {module.__version__}) is installed; these tests describe TensorRT-RTX")
+    return module
+
+
+@pytest.fixture(scope="module")
+def caps(trt):
+    from edge.build import trt as trt_api
+
+    return trt_api.detect(trt, trt.Builder(trt_api.logger()))
+
+
+@pytest.fixture(scope="module")
+def ocr_model():
+    from edge.assets import resolve
+
+    return resolve("ppocrv4-det", quiet=True)
+
+
+def edge_build(*argv: str) -> int:
+    """The edge-build entry point in this process: the same parser, the same EdgeError -> exit status handling."""
+    from edge.build import cli
+    from edge.cli import _guard
+
+    parser = argparse.ArgumentParser(prog="edge-build")
+    cli.add_arguments(parser)
+    return _guard("edge-build", cli.main, parser.parse_args(list(argv)))
+
+
+def network_of(trt, caps, path):
+    from edge.build import trt as trt_api
+    from edge.build.engine import parse
+
+    builder = trt.Builder(trt_api.logger())
+    network, parser = parse(trt, builder, caps, path, strongly_typed=caps.strongly_typed_flag)
+    return builder, network, parser
+
+
+def test_capabilities_come_from_the_api(caps):
+    assert caps.module == "tensorrt_rtx" and caps.version == "1.7.1.116"
+    assert not caps.int8_flag and not caps.fp16_flag and not caps.calibrators and not caps.weakly_typed
+    assert caps.strongly_typed_flag and caps.dla_api and caps.dla_cores == 0
+    assert caps.compute_capabilities == ("7.5", "8.0", "8.6", "8.9", "12.0", "12.1")
+
+
+def test_demo_model_builds_engine_manifest_and_placement_report(trt, demo_model, tmp_path, capsys):
+    out = tmp_path / "demo.engine"
+    assert edge_build(str(demo_model), "-o", str(out), "--target-cc", "8.6", "--config", "configs/build.example.yaml") == 0
+    stdout = capsys.readouterr().out
+    manifest = json.loads((tmp_path / "demo.engine.json").read_text())
+    from edge.manifest import read_manifest, sha256_file
+
+    assert read_manifest(out) == manifest
+    assert manifest["engine"] == {"file": "demo.engine", "sha256": sha256_file(out), "size": out.stat().st_size}
+    assert manifest["tensorrt"] == {"version": "1.7.1.116", "api": "tensorrt_rtx"}
+    assert manifest["device"]["compute_capability"] == "8.6" and manifest["device"]["gpu_name"] is None
+    assert manifest["dla"] == {"core": None, "gpu_fallback": None}
+    assert manifest["precisions"] == ["fp32"]
+    assert manifest["io"][0] == {
+        "name": "input:0",
+        "mode": "input",
+        "shape": [1, 256, 256, 3],
+        "dtype": "float32",
+        "format": "LINEAR",
+    }
+    assert [io["shape"] for io in manifest["io"][1:]] == [[1, 512, 1], [1, 384, 1], [1, 512, 16], [1, 384, 16]]
+    # The demo config's input section is what the runner uses; the manifest carries it.
+    assert manifest["preprocess"]["layout"] == "nhwc" and manifest["preprocess"]["offset"] == -1.0
+    assert manifest["source"]["sha256"] == sha256_file(demo_model)
+    assert (
+        manifest["build"]["options"]["target_cc"] == "8.6" and manifest["build"]["placement_report"] == "demo.engine.layers.json"
+    )
+    report = json.loads((tmp_path / "demo.engine.layers.json").read_text())
+    assert report["source"] == "builder log" and "does not load here" in report["why"]
+    assert report["summary"]["dla_layers"] == 0 and report["summary"]["layers"] == len(report["layers"]) > 50
+    assert {layer["device"] for layer in report["layers"]} == {"GPU"} and report["summary"]["precisions"] == ["FP32"]
+    assert "placement from the builder log" in stdout and "compute capability 8.6" in stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.engine", "demo.engine.json", "demo.engine.layers.json"]
+
+
+def test_ppocr_det_with_a_dynamic_input_builds_at_the_given_shape(trt, ocr_model, tmp_path, capsys):
+    out = tmp_path / "det.engine"
+    assert (
+        edge_build(str(ocr_model), "-o", str(out), "--shape", OCR_SHAPE, "--target-cc", "8.6", "--log", str(tmp_path / "b.log"))
+        == 0
+    )
+    manifest = json.loads((tmp_path / "det.engine.json").read_text())
+    assert [(io["name"], io["shape"]) for io in manifest["io"]] == [
+        ("x", [1, 3, 640, 640]),
+        ("sigmoid_0.tmp_0", [1, 1, 640, 640]),
+    ]
+    assert manifest["preprocess"]["width"] == 640 and manifest["preprocess"]["layout"] == "nchw"
+    assert manifest["build"]["options"]["shapes"] == [OCR_SHAPE]
+    assert "[VERBOSE]" in (tmp_path / "b.log").read_text()
+    assert json.loads((tmp_path / "det.engine.layers.json").read_text())["summary"]["layers"] > 0
+
+
+def test_dynamic_input_without_shape_names_the_input(trt, ocr_model, tmp_path, capsys):
+    assert edge_build(str(ocr_model), "-o", str(tmp_path / "d.engine"), "--target-cc", "8.6") == 2
+    err = capsys.readouterr().err
+    assert "input 'x' is dynamic [-1, 3, -1, -1]" in err and "--shape x=" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dynamic_shape_with_dla_needs_min_opt_max(trt, caps, ocr_model):
+    from edge.build.engine import input_shapes
+
+    _, network, _ = network_of(trt, caps, ocr_model)
+    with pytest.raises(EdgeError, match=r"the DLA needs static shapes \(one optimization profile with min = opt = max\)"):
+        input_shapes(network, [], dla=True)
+    assert input_shapes(network, [OCR_SHAPE], dla=True) == {"x": (1, 3, 640, 640)}
+    with pytest.raises(EdgeError, match="the model declares"):
+        input_shapes(network, ["x=1x4x640x640"], dla=True)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--dla", "0"], "this machine has no DLA: build on a Jetson with the target's JetPack"),
+        (["--int8", "--calib-images", "."], "strongly typed: it has no INT8 builder flag and no calibrators"),
+        (["--int8", "--calib-images", "."], "edge calib --qdq"),
+        (["--fp16"], "--fp16: this TensorRT (tensorrt_rtx 1.7.1.116) is strongly typed"),
+        (["--target-cc", "8.7"], "can build for 7.5, 8.0, 8.6, 8.9, 12.0, 12.1 only"),
+        (["--int8"], "INT8 needs scales: pass --calib-images DIR"),
+        (["--dla-sram", "3"], "power of two of at least 4 KiB"),
+        (["--no-gpu-fallback"], "applies to DLA builds only"),
+        (["--set", "dla.cores=1"], "did you mean 'dla.core'"),
+    ],
+)
+def test_refusals_are_one_line_with_exit_2(trt, demo_model, tmp_path, capsys, argv, message):
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "x.engine"), *argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("edge-build: error: ") and message in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_corrupt_onnx_keeps_the_good_engine(trt, tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07 not a protobuf " * 8)
+    good = tmp_path / "m.engine"
+    good.write_bytes(b"a good engine")
+    assert edge_build(str(bad), "-o", str(good)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a valid ONNX model (TensorRT's parser:" in err[0]
+    assert good.read_bytes() == b"a good engine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx", "m.engine"]
+
+
+def test_unsupported_op_names_the_node(trt, tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Conv", ["x", "w"], ["c"], name="conv")
+    weird = helper.make_node("FrobnicateNMS", ["c"], ["y"], name="postprocess", domain="com.example")
+    w = onnx.numpy_helper.from_array(__import__("numpy").ones((4, 3, 3, 3), "float32"), "w")
+    graph = helper.make_graph([node, weird], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert edge_build(str(path), "-o", str(tmp_path / "m.engine")) == 2
+    err = capsys.readouterr().err
+    assert "TensorRT cannot import node 1 'postprocess' (op FrobnicateNMS)" in err and "plugin" in err
+
+
+def test_plan_for_apis_this_machine_lacks(caps):
+    """The Jetson branches of plan(), with the API surfaces of TensorRT 8.5/10.x and 11.0 written down as
+    Capabilities values (those TensorRTs are not installed here)."""
+    from edge.build.config import BuildConfig, DlaConfig
+    from edge.build.engine import plan
+
+    jetson = dataclasses.replace(
+        caps,
+        module="tensorrt",
+        version="8.5.2",
+        int8_flag=True,
+        fp16_flag=True,
+        calibrators=True,
+        dla_cores=2,
+        compute_capabilities=(),
+    )
+    p = plan(BuildConfig(dla=DlaConfig(core=1)), jetson)
+    assert p.flags == ["GPU_FALLBACK", "FP16"] and p.precisions == ["fp32", "fp16"] and "FP16 enabled" in p.notes[0]
+    p = plan(BuildConfig(int8=True, dla=DlaConfig(core=0, gpu_fallback=False)), jetson)
+    assert p.flags == ["FP16", "INT8"] and p.precisions == ["fp32", "fp16", "int8"]
+    with pytest.raises(EdgeError, match="this Jetson has 2 DLA core"):
+        plan(BuildConfig(dla=DlaConfig(core=2)), jetson)
+    with pytest.raises(EdgeError, match="builds only for the GPU it runs on"):
+        plan(BuildConfig(target_cc="8.7"), jetson)
+    trt11 = dataclasses.replace(caps, module="tensorrt", version="11.1.0", dla_api=False)
+    with pytest.raises(EdgeError, match=r"no DLA API \(TensorRT 11.0-11.3 dropped the DLA\)"):
+        plan(BuildConfig(dla=DlaConfig(core=0)), trt11)
+
+
+def test_prebuild_pass_asks_can_run_on_dla_for_every_layer(trt, caps, demo_model):
+    from edge.build.dla import predict
+    from edge.build.placement import prebuild_lines, prebuild_pass
+
+    builder, network, _ = network_of(trt, caps, demo_model)
+    config = builder.create_builder_config()
+    config.default_device_type = trt.DeviceType.DLA
+    prediction = predict(demo_model, "orin", "10.3")
+    result = prebuild_pass(config, network, prediction)
+    # TensorRT-RTX answers False for every layer (it has no DLA); the offline reasons ride along.
+    assert result["layers"] == network.num_layers == 155 and result["can_run_on_dla"] == 0
+    shuffles = [g for g in result["gpu_layers"] if "edge dla:" in g["why"]]
+    assert shuffles and all("[shuffle]" in g["why"] for g in shuffles)
+    assert result["prediction"]["summary"]["dla_nodes"] == 138
+    assert prebuild_lines(result)[0] == "pre-build: TensorRT says 0/155 network layers can run on the DLA"
+
+
+def test_calibration_cache_from_another_tensorrt_is_reported(trt, caps, demo_model, tmp_path):
+    from edge.build.calib_cache import CalibrationCache, write_cache
+    from edge.build.calibrator import usable_cache
+    from edge.build.engine import scale_tensors
+
+    _, network, _ = network_of(trt, caps, demo_model)
+    tensors = scale_tensors(trt, network)
+    assert tensors[0] == "input:0" and len(tensors) > 100
+    path = tmp_path / "m.cache"
+    write_cache(path, CalibrationCache(8502, "EntropyCalibration2", {t: 0.01 for t in tensors}))
+    assert usable_cache(path, "8.5.2", "EntropyCalibration2", tensors, have_images=False) == path.read_bytes()
+    with pytest.raises(EdgeError, match="tag 8502, this is 10.3.0"):
+        usable_cache(path, "10.3.0", "EntropyCalibration2", tensors, have_images=False)
+    write_cache(path, CalibrationCache(8502, "EntropyCalibration2", {"input:0": 0.01}))
+    with pytest.raises(EdgeError, match=rf"{len(tensors) - 1} network tensors have no scale"):
+        usable_cache(path, "8.5.2", "EntropyCalibration2", tensors, have_images=False)
+    assert usable_cache(path, "8.5.2", "EntropyCalibration2", tensors, have_images=True) is None  # recalibrate
+
+
+def test_help_imports_no_tensorrt():
+    code = "import sys, edge.build.cli; print(any(m.startswith(('tensorrt', 'onnx', 'cv2')) for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_build_from_the_config_file_alone(trt, tmp_path, capsys):
+    """model.asset and the input section come from configs/build.example.yaml; the output path from -o."""
+    assert edge_build("-c", "configs/build.example.yaml", "-o", str(tmp_path / "bf.engine"), "--set", "target_cc=8.6") == 0
+    manifest = json.loads((tmp_path / "bf.engine.json").read_text())
+    assert manifest["source"]["onnx"].endswith("face_detection_back_256x256_barracuda.onnx")
+    assert manifest["build"]["options"]["model"]["asset"] == "blazeface-back-256"
+
+
+def test_heartbeat_says_a_long_step_is_still_running():
+    import time
+
+    from edge.build.progress import Heartbeat
+
+    said = []
+    with Heartbeat("building the engine", interval_s=0.02, out=said.append):
+        time.sleep(0.1)
+    assert said and said[0].startswith("building the engine… ")
