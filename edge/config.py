@@ -25,7 +25,7 @@ _UNIONS = (Union, getattr(types, "UnionType", Union))
 class ModelConfig:
     path: Optional[str] = None  # an ONNX file; relative paths are relative to the config file
     asset: Optional[str] = None  # or a pinned asset name from `edge assets list`, fetched on first use
-    engine: Optional[str] = None  # a TensorRT engine, for the TensorRT backend
+    engine: Optional[str] = None  # a TensorRT engine (with its MODEL.engine.json manifest), for backend: tensorrt
 
 
 @dataclass
@@ -115,8 +115,10 @@ class LoggingConfig:
 @dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    backend: Literal["onnxruntime"] = "onnxruntime"
+    backend: Literal["onnxruntime", "tensorrt"] = "onnxruntime"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    dla_core: Optional[int] = None  # tensorrt: the DLA core to run on; None = the core the engine was built for
+    preprocess: Literal["cpu", "gpu"] = "cpu"  # gpu: the CUDA kernel writes TensorRT's input buffer (tensorrt only)
     threads: int = 0  # ONNX Runtime intra-op threads; 0 = all cores but one (the other stages need one)
     input: InputConfig = field(default_factory=InputConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -281,6 +283,22 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
     if m.path and not cfg.resolve_path(m.path).is_file():
         raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+    if cfg.backend == "tensorrt":
+        if not m.engine:
+            raise ConfigError(f"{origin}: key 'model.engine': backend tensorrt needs an engine file (--engine MODEL.engine)")
+        if not cfg.resolve_path(m.engine).is_file():
+            raise ConfigError(f"{origin}: key 'model.engine': file not found: {cfg.resolve_path(m.engine)}")
+    elif m.engine and not (m.path or m.asset):
+        raise ConfigError(f"{origin}: key 'backend': model.engine is a TensorRT engine; set backend: tensorrt (or use --engine)")
+    if cfg.dla_core is not None:
+        if cfg.dla_core < 0:
+            raise bad("dla_core", "a DLA core index 0, 1, ... or null", cfg.dla_core)
+        if cfg.backend != "tensorrt":
+            raise ConfigError(f"{origin}: key 'dla_core': the DLA runs TensorRT engines; set backend: tensorrt (--engine)")
+    if cfg.preprocess == "gpu" and cfg.backend != "tensorrt":
+        raise ConfigError(
+            f"{origin}: key 'preprocess': gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
+        )
     i = cfg.input
     if i.size is not None and (len(i.size) != 2 or min(i.size) <= 0):
         raise bad("input.size", "[width, height] with two positive integers", i.size)

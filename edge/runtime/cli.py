@@ -16,6 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="video file, image folder/glob, /dev/videoN, v4l2://, csi://N, rtsp://, http(s)://, asset://NAME",
     )
     p.add_argument("--model", "-m", metavar="ONNX", help="model file (model.path)")
+    p.add_argument("--engine", metavar="ENGINE", help="TensorRT engine; selects backend tensorrt (model.engine)")
+    p.add_argument("--dla", type=int, metavar="N", help="run the engine on DLA core N (dla_core)")
+    p.add_argument("--preprocess", choices=["cpu", "gpu"], help="where preprocessing runs; gpu needs --engine (preprocess)")
     p.add_argument("--loop", action="store_true", default=None, help="restart file sources at the end (source.loop)")
     p.add_argument("--frames", type=int, metavar="N", help="stop after reading N frames (pipeline.frames)")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (pipeline.duration_s)")
@@ -45,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _FLAG_KEYS = {
     "source": "source.uri",
     "model": "model.path",
+    "engine": "model.engine",
+    "dla": "dla_core",
+    "preprocess": "preprocess",
     "loop": "source.loop",
     "frames": "pipeline.frames",
     "duration": "pipeline.duration_s",
@@ -59,7 +65,7 @@ _FLAG_KEYS = {
     "telemetry": "telemetry.backend",
     "idle_baseline": "telemetry.idle_baseline_s",
 }
-_PATH_FLAGS = {"model", "results", "video", "summary_json"}
+_PATH_FLAGS = {"model", "engine", "results", "video", "summary_json"}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,8 +73,8 @@ def main(args: argparse.Namespace) -> int:
     from edge.errors import ConfigError
     from edge.runtime.runner import run
 
-    if not args.config and not args.model:
-        raise ConfigError("no model: pass --config FILE (e.g. configs/demo.yaml) or --model MODEL.onnx")
+    if not args.config and not args.model and not args.engine:
+        raise ConfigError("no model: pass --config FILE (e.g. configs/demo.yaml), --model MODEL.onnx or --engine MODEL.engine")
     values = {}
     for attr, key in _FLAG_KEYS.items():
         value = getattr(args, attr)
@@ -81,6 +87,8 @@ def main(args: argparse.Namespace) -> int:
         values["logging.status"] = False
     if args.model:
         values["model.asset"] = None
+    if args.engine:
+        values["backend"] = "tensorrt"
     cfg = load_config(args.config, args.set, values)
     if cfg.logging.level != "debug":
         # FFmpeg inside OpenCV prints its own lines for every failed connection; our error says it once.

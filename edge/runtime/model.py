@@ -23,6 +23,13 @@ def model_path(cfg: Any) -> Path:
     )
 
 
+def engine_path(cfg: Any) -> Path:
+    """The TensorRT engine: model.engine, relative to the config."""
+    if not cfg.model.engine:
+        raise ConfigError("key 'model.engine': the tensorrt backend needs an engine file (--engine MODEL.engine)")
+    return cfg.resolve_path(cfg.model.engine)
+
+
 def pick_input(cfg: Any, inputs: list[TensorInfo]) -> TensorInfo:
     if cfg.input.name:
         for t in inputs:

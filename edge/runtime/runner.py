@@ -71,10 +71,11 @@ class Runner:
                 setattr(sinks_cfg, key, str(cfg.resolve_path(getattr(sinks_cfg, key))))
         self.sinks = open_sinks(sinks_cfg, _source_fps(self.source), on_quit=self.stop_event.set)
         self.sampler = _open_sampler(cfg)
+        preprocess, infer, post = self._stages(tensor.name, post)
         self.pipeline = Pipeline(
             self.source,
-            Preprocessor(self.spec),
-            self.backend.infer,
+            preprocess,
+            infer,
             tensor.name,
             post,
             self.sinks,
@@ -82,6 +83,18 @@ class Runner:
             max_frames=cfg.pipeline.frames,
             stop_event=self.stop_event,
         )
+
+    def _stages(self, input_name: str, post: Any) -> Tuple[Any, Any, Any]:
+        """The pipeline's preprocess, infer and postprocess callables.
+
+        A backend with submit/collect (TensorRT) keeps several frames on the GPU: the infer stage only enqueues a
+        frame, and the postprocess stage waits for that frame's outputs before decoding them.
+        """
+        b = self.backend
+        preprocess = b.use_gpu_preprocess(self.spec, input_name) if self.cfg.preprocess == "gpu" else Preprocessor(self.spec)
+        if not hasattr(b, "submit"):
+            return preprocess, b.infer, post
+        return preprocess, b.submit, lambda job, transform: post(b.collect(job), transform)
 
     def _close(self, failed: bool) -> list:
         notes = []
@@ -140,6 +153,7 @@ class Runner:
             if not stopping_sent:
                 notifier.stopping()
             notifier.close()
+        engine_info = self.backend.info() if hasattr(self.backend, "info") else None  # read before close frees it
         notes = self._close(failed=p.error is not None)
         telemetry, files = self._telemetry_summary(idle_w)
         notes += files
@@ -147,6 +161,9 @@ class Runner:
             **p.metrics.summary(),
             "backend": self.backend.name,
             "device": self.backend.device,
+            "dla_core": getattr(self.backend, "dla_core", None),
+            "preprocess": cfg.preprocess,
+            "engine": engine_info,
             "model_input": {"shape": list(self.spec.input_shape), **self.spec.to_dict()},
             "source": self.source.info(),
             "telemetry": telemetry,
@@ -225,7 +242,20 @@ def run(cfg: Any) -> int:
     )
     summary, error = runner.run()
     print(format_summary(summary))
-    print(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"]))
+    ran = f"backend {summary['backend']} ({summary['device']})"
+    if summary["dla_core"] is not None:
+        ran += f"; DLA core {summary['dla_core']}"
+    if summary["preprocess"] == "gpu":
+        ran += "; preprocess on the GPU"
+    print(f"{ran}; " + "; ".join(summary["outputs"] or ["no sinks"]))
+    engine = summary["engine"]
+    if engine is not None:
+        ms = engine["gpu_ms_mean"]
+        per_frame = ", ".join(f"{k} {v:.2f}" for k, v in ms.items() if v is not None)
+        print(
+            f"engine {engine['engine']}: TensorRT {engine['tensorrt']} on {engine['gpu']}, {engine['buffer_sets']} buffer sets"
+            + (f"; GPU ms per frame: {per_frame}" if per_frame else "")
+        )
     tel = summary["telemetry"]
     if tel["power_w"]["mean"] is not None:
         per_frame = tel["energy_mj_per_frame"]

@@ -42,6 +42,7 @@ class Backend(Protocol):
 # backend name -> "module:factory"; the factory takes the RunConfig and returns a Backend.
 REGISTRY: dict[str, str] = {
     "onnxruntime": "edge.runtime.backends.onnxruntime:create",
+    "tensorrt": "edge.runtime.backends.tensorrt:create",
 }
 
 

@@ -1,0 +1,342 @@
+"""TensorRT backend: runs a prebuilt engine with the TensorRT *runtime* only (Runtime, ICudaEngine, IExecutionContext).
+
+Nothing here touches the builder, the ONNX parser or the calibrators, so it works with a runtime-only TensorRT
+install. Before TensorRT sees the engine, the manifest gate (``engine_gate``) refuses one that cannot run here.
+
+Frames overlap on the GPU: the backend owns ``buffer_sets`` sets of (execution context, CUDA stream, page-locked
+host and device buffer per I/O tensor), all allocated once. ``submit`` enqueues upload, inference and download of
+one frame on a free set's stream and returns at once; ``collect`` waits for that frame and copies its outputs out.
+With two sets, frame k+1 uploads while frame k computes and frame k-1 downloads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from edge.errors import EdgeError, RunFailed
+from edge.lazy import require
+from edge.manifest import read_l4t, read_manifest
+from edge.runtime.backends import TensorInfo
+from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, driver, timing_event
+from edge.runtime.engine_gate import DeviceFacts, gate
+from edge.runtime.preprocess import PreprocessSpec, Transform
+
+# TensorRT DataType member name <-> numpy dtype; members missing from an older TensorRT (INT64 before 10) are skipped.
+DTYPES: Tuple[Tuple[str, str], ...] = (
+    ("FLOAT", "float32"),
+    ("HALF", "float16"),
+    ("INT8", "int8"),
+    ("INT32", "int32"),
+    ("INT64", "int64"),
+    ("UINT8", "uint8"),
+    ("BOOL", "bool"),
+)
+_EVENTS = ("start", "uploaded", "computed", "done")
+
+
+def numpy_dtype(trt: Any, dt: Any) -> np.dtype:
+    """The numpy dtype of a TensorRT DataType; BF16, FP8 and INT4 have none, and are refused."""
+    for trt_name, np_name in DTYPES:
+        if getattr(trt.DataType, trt_name, None) == dt:
+            return np.dtype(np_name)
+    raise EdgeError(f"engine tensor type {dt}: no numpy equivalent; rebuild with float32/float16/int8/int32 I/O tensors")
+
+
+def trt_dtype(trt: Any, dtype: Any) -> Any:
+    """The TensorRT DataType of a numpy dtype."""
+    name = np.dtype(dtype).name
+    for trt_name, np_name in DTYPES:
+        if np_name == name and hasattr(trt.DataType, trt_name):
+            return getattr(trt.DataType, trt_name)
+    raise EdgeError(f"numpy dtype {name}: this TensorRT has no matching DataType")
+
+
+@dataclass(frozen=True)
+class IOTensor:
+    """One engine I/O tensor with the concrete shape its buffers are made for."""
+
+    name: str
+    is_input: bool
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def info(self) -> TensorInfo:
+        return TensorInfo(self.name, self.shape, self.dtype)
+
+
+def plan_io(trt: Any, engine: Any, context: Any) -> List[IOTensor]:
+    """Every I/O tensor's shape and dtype, inputs first. Dynamic inputs take the optimisation profile's opt shape
+    (set on ``context``); output shapes then come from the engine through that context."""
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    linear = getattr(getattr(trt, "TensorFormat", None), "LINEAR", None)
+    inputs, outputs = [], []
+    for name in names:
+        if linear is not None and hasattr(engine, "get_tensor_format") and engine.get_tensor_format(name) != linear:
+            raise EdgeError(
+                f"engine tensor '{name}' uses format {engine.get_tensor_format(name)}; edge-run feeds and reads linear "
+                "tensors: rebuild without DLA-native I/O formats (e.g. no DLA_HWC4 / CHW16)"
+            )
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+            inputs.append(name)
+        else:
+            outputs.append(name)
+    plan = []
+    for name in inputs:
+        shape = tuple(engine.get_tensor_shape(name))
+        if any(d < 0 for d in shape):
+            shape = tuple(engine.get_tensor_profile_shape(name, 0)[1])  # (min, opt, max) of profile 0
+        if not context.set_input_shape(name, shape):
+            raise EdgeError(f"engine input '{name}': TensorRT rejects shape {list(shape)}")
+        plan.append(IOTensor(name, True, shape, numpy_dtype(trt, engine.get_tensor_dtype(name))))
+    for name in outputs:
+        shape = tuple(context.get_tensor_shape(name))
+        if any(d < 0 for d in shape):
+            raise EdgeError(f"engine output '{name}' has a data-dependent shape {list(shape)}; edge-run needs fixed outputs")
+        plan.append(IOTensor(name, False, shape, numpy_dtype(trt, engine.get_tensor_dtype(name))))
+    return plan
+
+
+def load_engine(
+    trt: Any, engine_path: Path, here_cc: str, requested_core: Optional[int], l4t: Optional[Dict[str, str]], logger: Any
+) -> Tuple[Any, Any, Optional[int]]:
+    """Gate, then deserialise: (runtime, engine, DLA core in use or None). The DLA core is set on the runtime
+    *before* deserialising; that is the only point at which TensorRT lets a runtime pick the core."""
+    manifest = read_manifest(engine_path)
+    runtime = trt.Runtime(logger)
+    facts = DeviceFacts(str(trt.__version__), here_cc, int(runtime.num_DLA_cores), **(l4t or {}))
+    core = gate(engine_path, manifest, facts, requested_core)
+    if core is not None:
+        runtime.DLA_core = core
+    engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
+    if engine is None:
+        raise EdgeError(f"engine '{engine_path}': TensorRT could not deserialise it (its log above says why)")
+    return runtime, engine, (int(runtime.DLA_core) if core is not None else None)
+
+
+class _BufferSet:
+    """One frame's worth of everything: execution context, stream, events and a buffer per I/O tensor."""
+
+    def __init__(self, context: Any, io: List[IOTensor]) -> None:
+        self.context = context
+        self.stream = driver().Stream()
+        self.buffers = {t.name: HostDeviceBuffer(t.shape, t.dtype) for t in io}
+        self.frame: Optional[HostDeviceBuffer] = None  # the raw frame, with GPU preprocessing
+        self.events = {k: timing_event() for k in _EVENTS}
+        for t in io:
+            if t.is_input and not context.set_input_shape(t.name, t.shape):
+                raise EdgeError(f"engine input '{t.name}': TensorRT rejects shape {list(t.shape)}")
+            context.set_tensor_address(t.name, self.buffers[t.name].ptr)
+
+    def free(self) -> None:
+        for buf in self.buffers.values():
+            buf.free()
+        if self.frame is not None:
+            self.frame.free()
+        self.buffers, self.frame, self.events, self.stream, self.context = {}, None, {}, None, None
+
+
+class Job:
+    """A frame in flight: which set it occupies until its outputs have been copied out."""
+
+    def __init__(self, slot: _BufferSet) -> None:
+        self.slot: Optional[_BufferSet] = slot
+        self.outputs: Optional[Dict[str, np.ndarray]] = None
+        self.timeline: Dict[str, float] = {}  # ms from the backend's origin event to each stage's end
+        self.lock = threading.Lock()
+
+
+class TensorRTBackend:
+    name = "tensorrt"
+
+    def __init__(
+        self,
+        engine_path: str,
+        dla_core: Optional[int] = None,
+        buffer_sets: int = 2,
+        device_index: int = 0,
+        trt: Any = None,
+        l4t_file: str = "/etc/nv_tegra_release",
+    ) -> None:
+        if buffer_sets < 1:
+            raise ValueError("buffer_sets must be >= 1")
+        self._trt = trt or require("tensorrt", "the TensorRT backend")
+        self.engine_path = Path(engine_path)
+        self._cuda = CudaContext(device_index)
+        self._slots: List[_BufferSet] = []
+        self._free: Deque[_BufferSet] = deque()
+        self._inflight: Deque[Job] = deque()
+        self._lock = threading.Lock()
+        self._gpu_pre: Any = None
+        self._gpu_input: Optional[str] = None
+        self._stage_ms: Deque[Tuple[float, float, float]] = deque(maxlen=10_000)
+        self._closed = False
+        self._engine = self._runtime = self._origin = None
+        try:
+            with self._cuda.active():
+                self._logger = self._trt.Logger(self._trt.Logger.WARNING)
+                self._runtime, self._engine, self.dla_core = load_engine(
+                    self._trt, self.engine_path, self._cuda.compute_capability, dla_core, read_l4t(l4t_file), self._logger
+                )
+                contexts = [self._engine.create_execution_context() for _ in range(buffer_sets)]
+                if any(c is None for c in contexts):
+                    raise EdgeError(f"engine '{engine_path}': TensorRT could not create an execution context (out of memory?)")
+                self.io = plan_io(self._trt, self._engine, contexts[0])
+                self._slots = [_BufferSet(c, self.io) for c in contexts]
+                self._free.extend(self._slots)
+                self._origin = timing_event()
+                self._origin.record()
+        except BaseException:
+            self.close()
+            raise
+        self.inputs = [t.info() for t in self.io if t.is_input]
+        self.outputs = [t.info() for t in self.io if not t.is_input]
+        self.device = f"dla:{self.dla_core}" if self.dla_core is not None else f"cuda:{device_index}"
+
+    # -- GPU preprocessing ----------------------------------------------------
+    def use_gpu_preprocess(self, spec: PreprocessSpec, input_name: str) -> Callable[[np.ndarray], Tuple[np.ndarray, Transform]]:
+        """From now on the feed for ``input_name`` is the raw BGR frame, which the CUDA kernel turns into the input
+        tensor on the frame's own stream. Returns the preprocess stage's callable: it only computes the geometry."""
+        from edge.runtime.cuda.preprocess import GpuPreprocessor
+
+        t = next(t for t in self.io if t.name == input_name)
+        if tuple(spec.input_shape) != t.shape or np.dtype(spec.dtype) != t.dtype:
+            raise EdgeError(
+                f"preprocess: gpu writes {spec.dtype} {list(spec.input_shape)} but engine input '{input_name}' is "
+                f"{t.dtype} {list(t.shape)}; set input.dtype/layout/size to match the engine"
+            )
+        self._gpu_pre = GpuPreprocessor(spec, self._cuda)
+        self._gpu_input = input_name
+        return lambda frame: (frame, self._gpu_pre.transform(frame))
+
+    # -- frames ---------------------------------------------------------------
+    def submit(self, feeds: Dict[str, np.ndarray]) -> Job:
+        """Enqueue one frame on a free buffer set and return without waiting for the GPU."""
+        with self._cuda.active():
+            slot = self._acquire()
+            try:
+                self._enqueue(slot, feeds)
+            except BaseException:
+                with self._lock:
+                    self._free.appendleft(slot)
+                raise
+            job = Job(slot)
+            with self._lock:
+                self._inflight.append(job)
+        return job
+
+    def _enqueue(self, slot: _BufferSet, feeds: Dict[str, np.ndarray]) -> None:
+        stream, ev = slot.stream, slot.events
+        inputs = [t for t in self.io if t.is_input]
+        # CPU copies into page-locked memory first, so the timeline's upload is the GPU's own time.
+        for t in inputs:
+            if t.name not in feeds:
+                raise EdgeError(f"engine input '{t.name}' was not fed; the engine needs {', '.join(i.name for i in inputs)}")
+            arr = feeds[t.name]
+            if t.name == self._gpu_input:
+                slot.frame = self._gpu_pre.stage(arr, slot.frame)
+                continue
+            if arr.shape != t.shape:
+                raise EdgeError(f"engine input '{t.name}' is {list(t.shape)} but got an array of shape {list(arr.shape)}")
+            try:
+                np.copyto(slot.buffers[t.name].host, arr, casting="same_kind")
+            except TypeError:
+                raise EdgeError(f"engine input '{t.name}' is {t.dtype}; got {arr.dtype}, set input.dtype to match") from None
+        ev["start"].record(stream)
+        for t in inputs:
+            buf = slot.buffers[t.name]
+            if t.name == self._gpu_input:
+                slot.frame.upload(stream)
+                self._gpu_pre.launch(slot.frame, buf.ptr, stream)  # writes the input tensor in place
+            else:
+                buf.upload(stream)
+        ev["uploaded"].record(stream)
+        if not slot.context.execute_async_v3(stream.handle):
+            raise RunFailed(f"engine '{self.engine_path}': TensorRT execute_async_v3 failed (its log above says why)")
+        ev["computed"].record(stream)
+        for t in self.io:
+            if not t.is_input:
+                slot.buffers[t.name].download(stream)
+        ev["done"].record(stream)
+
+    def _acquire(self) -> _BufferSet:
+        """A free buffer set; when all are in flight, finish the oldest frame (its outputs wait in its Job)."""
+        while True:
+            with self._lock:
+                if self._free:
+                    return self._free.popleft()
+                oldest = self._inflight[0]
+            self._finish(oldest)
+
+    def _finish(self, job: Job) -> Dict[str, np.ndarray]:
+        with job.lock:
+            if job.outputs is None:
+                slot = job.slot
+                with self._cuda.active():
+                    slot.events["done"].synchronize()
+                    job.outputs = {t.name: slot.buffers[t.name].host.copy() for t in self.io if not t.is_input}
+                    job.timeline = {k: slot.events[k].time_since(self._origin) for k in _EVENTS}
+                tl = job.timeline
+                with self._lock:
+                    self._inflight.remove(job)
+                    self._free.append(slot)
+                    self._stage_ms.append(
+                        (tl["uploaded"] - tl["start"], tl["computed"] - tl["uploaded"], tl["done"] - tl["computed"])
+                    )
+                job.slot = None
+            return job.outputs
+
+    def collect(self, job: Job) -> Dict[str, np.ndarray]:
+        """Wait for a submitted frame and return its outputs (owned copies, shaped as the engine says)."""
+        return self._finish(job)
+
+    def infer(self, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        return self.collect(self.submit(feeds))
+
+    def info(self) -> Dict[str, Any]:
+        """What ran, for the run summary: engine, TensorRT, GPU, DLA core, buffer sets and mean GPU time per stage."""
+        with self._lock:
+            ms = np.array(self._stage_ms) if self._stage_ms else np.zeros((0, 3))
+        mean = [round(float(v), 3) for v in ms.mean(axis=0)] if len(ms) else [None, None, None]
+        return {
+            "engine": str(self.engine_path),
+            "tensorrt": str(self._trt.__version__),
+            "gpu": f"{self._cuda.name} (compute capability {self._cuda.compute_capability})",
+            "dla_core": self.dla_core,
+            "buffer_sets": len(self._slots),
+            "preprocess": "gpu" if self._gpu_pre is not None else "cpu",
+            "gpu_ms_mean": dict(zip(("upload", "compute", "download"), mean)),
+        }
+
+    def close(self) -> None:
+        """Wait for frames in flight, then free every buffer, stream, context, the engine and the runtime."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._cuda.active():
+            for job in list(self._inflight):
+                self._finish(job)
+            for slot in self._slots:
+                slot.free()
+            if self._gpu_pre is not None:
+                self._gpu_pre.free()
+            # TensorRT objects go in dependency order: contexts (freed above), engine, runtime.
+            self._slots, self._free, self._gpu_pre, self._origin = [], deque(), None, None
+            self._engine = None
+            self._runtime = None
+        self._cuda.close()
+
+
+def create(cfg: Any) -> TensorRTBackend:
+    from edge.runtime.model import engine_path
+
+    return TensorRTBackend(str(engine_path(cfg)), dla_core=cfg.dla_core)
