@@ -71,6 +71,7 @@ def inventory(sshd: SSHServer, tmp_path: Path, hosts: dict) -> Path:
                 "edge_engine": str(tmp_path / "engines" / "{{ edge_device }}-jp{{ edge_jetpack }}" / "model.engine"),
                 "edge_restart_cmd": RESTART,
                 "edge_health_cmd": HEALTH,
+                "edge_check_cmd": [],  # stand-in engine bytes: skip edge-run --check (tested in test_deploy.py)
             },
             "children": groups,
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 from edge.deploy import target
 
 from ._deploytools import SSHServer, free_port, sshd_fixture, write_engine
+from .conftest import require_or_skip
 
 DEPLOY = Path(__file__).resolve().parents[1] / "scripts" / "deploy.sh"
 RESTART = [sys.executable, "-c", "import sys; open(sys.argv[1], 'a').write('restart\\n')", "{root}/restarts.log"]
@@ -60,6 +62,7 @@ def deploy(sshd: SSHServer, root: Path, engine: Path, *extra: str, **popen: obje
         json.dumps(HEALTH),
         "--timeout",
         "2",
+        "--no-check",  # the test engines are stand-in bytes; the default check (edge-run --check) has its own test
         *extra,
     ]
     env = {**os.environ, "PYTHON": sys.executable}
@@ -263,3 +266,19 @@ def test_manifest_sha256_and_size_are_read_under_engine_or_at_top_level(tmp_path
     (tmp_path / "m.engine.json").write_text(json.dumps({"engine": {"sha256": digest}}))
     with pytest.raises(target.StepFailed, match="key 'engine.size': expected a byte count"):
         target.check_engine(engine, tmp_path / "m.engine.json")
+
+
+def test_default_device_check_is_edge_run_check_and_refuses_what_cannot_load(sshd: SSHServer, tmp_path: Path) -> None:
+    """The real `edge-run --check` on the device side: stand-in engine bytes cannot load here, so the swap never happens."""
+    edge_run = shutil.which("edge-run")
+    require_or_skip(edge_run is not None, "edge-run is not installed (pip install -e .)")
+    root = tmp_path / "device"
+    good = write_engine(tmp_path / "good", b"good engine" * 100)
+    assert deploy(sshd, root, good).returncode == 0
+    other = write_engine(tmp_path / "other", b"other engine" * 100)
+    # The default command, with edge-run's absolute path: sshd's PATH does not include this environment's bin folder.
+    check = [edge_run if a == "edge-run" else a for a in target.DEFAULT_CHECK]
+    run = deploy(sshd, root, other, "--check-cmd", json.dumps(check))
+    assert run.returncode == target.EXIT_CODES["check"], run.stderr
+    assert "check failed" in run.stderr and "edge-run: error:" in run.stderr
+    assert live(root) == good.read_bytes() and len(releases(root)) == 1

@@ -141,3 +141,12 @@ def test_duration_stops_a_looping_run(tmp_path, demo_model, megamind):
     assert time.monotonic() - t0 < 30
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["frames"] > 0 and s["duration_s"] <= 3.0
+
+
+def test_check_loads_the_model_and_exits_without_running(tmp_path, demo_model):
+    r = run_cli("-c", str(DEMO_CONFIG), "--check", "--results", str(tmp_path / "out.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("edge-run: check ok: onnxruntime on cpu; input input:0 [1, 256, 256, 3] float32")
+    assert not (tmp_path / "out.jsonl").exists()  # nothing ran
+    r = run_cli("-c", str(DEMO_CONFIG), "--check", "--set", "input.size=[320, 320]")
+    assert r.returncode == 2 and "input.size': width 320 but the model input" in r.stderr

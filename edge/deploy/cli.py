@@ -68,7 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dev.add_argument(
         "--check-cmd",
         metavar="JSON",
-        help='device check before the swap, a JSON list, e.g. \'["edge-run", "--check", "--config", "{config}"]\'',
+        help=f"device check before the swap, a JSON list (default: {json.dumps(device.DEFAULT_CHECK)})",
+    )
+    dev.add_argument(
+        "--no-check",
+        dest="check_cmd",
+        action="store_const",
+        const="[]",
+        help="skip the device check (sha256 and size are still checked)",
     )
     dev.add_argument("--restart-cmd", metavar="JSON", help=f"JSON list (default: {json.dumps(device.DEFAULT_RESTART)})")
     dev.add_argument(
@@ -109,6 +116,8 @@ def _command_json(option: str, text: Optional[str]) -> List[str]:
         raise EdgeError(
             f'{option} {text!r}: not JSON ({exc}); write an argument list such as \'["systemctl", "restart", "edge-camera@{{name}}.service"]\''
         ) from None
+    if value == [] and option == "--check-cmd":
+        return ["--no-check"]  # an empty check list (--no-check, or [] from Ansible) skips the device check
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise EdgeError(f"{option} {text!r}: expected a non-empty JSON list of strings (one per argument), not a shell string")
     return [option, json.dumps(value)]

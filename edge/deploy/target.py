@@ -44,6 +44,8 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 CONFIG_NAME = "config.yaml"
 DEFAULT_RESTART = ["systemctl", "restart", "edge-camera@{name}.service"]  # for Type=notify it returns after READY=1
 DEFAULT_HEALTH = ["systemctl", "is-active", "--quiet", "edge-camera@{name}.service"]
+# The new release must load on this device (manifest gate, deserialisation, config vs tensors) before it goes live.
+DEFAULT_CHECK = ["edge-run", "--check", "--config", "{config}", "--engine", "{engine}"]
 STALE_UPLOAD_S = 3600.0  # younger .incoming-* directories may belong to a deploy still uploading
 POLL_S = 0.5
 
@@ -398,7 +400,10 @@ def _parser() -> argparse.ArgumentParser:
     act = sub.choices["activate"]
     act.add_argument("--release", required=True, type=_checked(NAME_RE, "release"))
     act.add_argument("--engine", required=True, type=_checked(NAME_RE, "engine file name"))
-    act.add_argument("--check-cmd", type=_command, help="JSON list; run on the new release before the swap")
+    act.add_argument(
+        "--check-cmd", type=_command, default=DEFAULT_CHECK, help="JSON list; run on the new release before the swap"
+    )
+    act.add_argument("--no-check", dest="check_cmd", action="store_const", const=None, help="skip the device check")
     act.add_argument("--restart-cmd", type=_command, default=DEFAULT_RESTART)
     act.add_argument("--health-cmd", type=_command, default=DEFAULT_HEALTH)
     act.add_argument("--timeout", type=float, default=120.0, help="seconds for each of check, restart and health")

@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle-baseline", type=float, metavar="S", help="measure idle power for S seconds first (telemetry.idle_baseline_s)"
     )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check that the model/engine loads here and fits the config, then exit (deploys use it)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no periodic status line (logging.status: false)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="logging.level")
 
@@ -71,7 +76,7 @@ _PATH_FLAGS = {"model", "engine", "results", "video", "summary_json"}
 def main(args: argparse.Namespace) -> int:
     from edge.config import load_config
     from edge.errors import ConfigError
-    from edge.runtime.runner import run
+    from edge.runtime.runner import check, run
 
     if not args.config and not args.model and not args.engine:
         raise ConfigError("no model: pass --config FILE (e.g. configs/demo.yaml), --model MODEL.onnx or --engine MODEL.engine")
@@ -95,4 +100,4 @@ def main(args: argparse.Namespace) -> int:
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "8")
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     logging.basicConfig(level=cfg.logging.level.upper(), format="edge-run: %(levelname)s %(name)s: %(message)s")
-    return run(cfg)
+    return check(cfg) if args.check else run(cfg)

@@ -230,6 +230,23 @@ def _install_signal_handlers(p: Pipeline) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def check(cfg: Any) -> int:
+    """`edge-run --check`: open the model or engine as a run would (for TensorRT: the manifest gate, then
+    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks."""
+    backend = create_backend(cfg)
+    try:
+        tensor = pick_input(cfg, backend.inputs)
+        spec = preprocess_spec(cfg, tensor)
+        create_postprocessor(cfg, backend.outputs, spec)
+        dla = getattr(backend, "dla_core", None)
+        where = f"{backend.name} on {backend.device}" + (f", DLA core {dla}" if dla is not None else "")
+        outputs = ", ".join(f"{t.name} {list(t.shape)}" for t in backend.outputs)
+        print(f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}")
+    finally:
+        backend.close()
+    return 0
+
+
 def run(cfg: Any) -> int:
     """Run a config end to end: summary on stdout (and --summary-json), exit status."""
     runner = Runner(cfg)
