@@ -153,7 +153,7 @@ def load_dataclass(
     import yaml
 
     data: dict[str, Any] = {}
-    origin = "defaults"
+    origin = "command line"  # no file: the keys came from flags and --set
     base = Path.cwd()
     if path is not None:
         p = Path(path)
@@ -270,19 +270,43 @@ def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
     raise fail()  # pragma: no cover - a schema type this loader does not know
 
 
-def _check(cfg: RunConfig, origin: str) -> None:
-    """Rules that span more than one key's type."""
+def _bad(origin: str, key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f"{origin}: key '{key}': expected {expected}, got {value!r}")
 
-    def bad(key: str, expected: str, value: Any) -> ConfigError:
-        return ConfigError(f"{origin}: key '{key}': expected {expected}, got {value!r}")
 
+def check_onnx_source(cfg: Any, origin: str) -> None:
+    """model.path and model.asset: at most one, and the file must exist (run and build configs alike)."""
     m = cfg.model
-    if not (m.path or m.asset or m.engine):
-        raise ConfigError(f"{origin}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
     if m.path and m.asset:
         raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
     if m.path and not cfg.resolve_path(m.path).is_file():
         raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+
+
+def check_input(i: InputConfig, origin: str) -> None:
+    """The input section's value rules (run and build configs alike)."""
+    if i.size is not None and (len(i.size) != 2 or min(i.size) <= 0):
+        raise _bad(origin, "input.size", "[width, height] with two positive integers", i.size)
+    for key in ("mean", "std"):
+        vals = getattr(i, key)
+        if len(vals) not in (1, 3):
+            raise _bad(origin, f"input.{key}", "1 or 3 numbers", vals)
+    if any(s == 0 for s in i.std):
+        raise _bad(origin, "input.std", "non-zero numbers", i.std)
+    if not 0 <= i.pad_value <= 255:
+        raise _bad(origin, "input.pad_value", "an integer 0..255", i.pad_value)
+
+
+def _check(cfg: RunConfig, origin: str) -> None:
+    """Rules that span more than one key's type."""
+
+    def bad(key: str, expected: str, value: Any) -> ConfigError:
+        return _bad(origin, key, expected, value)
+
+    m = cfg.model
+    if not (m.path or m.asset or m.engine):
+        raise ConfigError(f"{origin}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
+    check_onnx_source(cfg, origin)
     if cfg.backend == "tensorrt":
         if not m.engine:
             raise ConfigError(f"{origin}: key 'model.engine': backend tensorrt needs an engine file (--engine MODEL.engine)")
@@ -299,17 +323,7 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise ConfigError(
             f"{origin}: key 'preprocess': gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
         )
-    i = cfg.input
-    if i.size is not None and (len(i.size) != 2 or min(i.size) <= 0):
-        raise bad("input.size", "[width, height] with two positive integers", i.size)
-    for key in ("mean", "std"):
-        vals = getattr(i, key)
-        if len(vals) not in (1, 3):
-            raise bad(f"input.{key}", "1 or 3 numbers", vals)
-    if any(s == 0 for s in i.std):
-        raise bad("input.std", "non-zero numbers", i.std)
-    if not 0 <= i.pad_value <= 255:
-        raise bad("input.pad_value", "an integer 0..255", i.pad_value)
+    check_input(cfg.input, origin)
     t = cfg.task
     for key in ("score_threshold", "iou_threshold"):
         if not 0.0 <= getattr(t, key) <= 1.0:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Union
 
-from edge.config import InputConfig, ModelConfig, load_dataclass
+from edge.config import InputConfig, ModelConfig, check_input, check_onnx_source, load_dataclass
 from edge.errors import ConfigError
 
 # Calibrator algorithm names as TensorRT writes them in a cache header.
@@ -103,10 +103,8 @@ def check(cfg: BuildConfig, origin: str) -> None:
     m = cfg.model
     if not (m.path or m.asset):
         raise ConfigError(f"{origin}: no model: pass MODEL.onnx or set model.path (or model.asset)")
-    if m.path and m.asset:
-        raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
-    if m.path and not cfg.resolve_path(m.path).is_file():
-        raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+    check_onnx_source(cfg, origin)
+    check_input(cfg.input, origin)
     if cfg.workspace_mib is not None and cfg.workspace_mib <= 0:
         raise ConfigError(f"{origin}: key 'workspace_mib': expected a positive number of MiB, got {cfg.workspace_mib}")
     d = cfg.dla
