@@ -115,7 +115,7 @@ class LoggingConfig:
 @dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    backend: Literal["onnxruntime", "tensorrt"] = "onnxruntime"
+    backend: Literal["auto", "onnxruntime", "tensorrt"] = "auto"  # auto: tensorrt when only model.engine is set
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dla_core: Optional[int] = None  # tensorrt: the DLA core to run on; None = the core the engine was built for
     preprocess: Literal["cpu", "gpu"] = "cpu"  # gpu: the CUDA kernel writes TensorRT's input buffer (tensorrt only)
@@ -307,13 +307,13 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if not (m.path or m.asset or m.engine):
         raise ConfigError(f"{origin}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
     check_onnx_source(cfg, origin)
+    if cfg.backend == "auto":
+        cfg.backend = "tensorrt" if m.engine and not (m.path or m.asset) else "onnxruntime"
     if cfg.backend == "tensorrt":
         if not m.engine:
             raise ConfigError(f"{origin}: key 'model.engine': backend tensorrt needs an engine file (--engine MODEL.engine)")
         if not cfg.resolve_path(m.engine).is_file():
             raise ConfigError(f"{origin}: key 'model.engine': file not found: {cfg.resolve_path(m.engine)}")
-    elif m.engine and not (m.path or m.asset):
-        raise ConfigError(f"{origin}: key 'backend': model.engine is a TensorRT engine; set backend: tensorrt (or use --engine)")
     if cfg.dla_core is not None:
         if cfg.dla_core < 0:
             raise bad("dla_core", "a DLA core index 0, 1, ... or null", cfg.dla_core)

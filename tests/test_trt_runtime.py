@@ -359,8 +359,8 @@ def test_config_keys_for_the_tensorrt_backend(tmp_path):
         load_config(None, values={"model.engine": str(tmp_path / "none.engine"), "backend": "tensorrt"})
     with pytest.raises(ConfigError, match="backend tensorrt needs an engine file"):
         load_config(None, values={"model.asset": "blazeface-back-256", "backend": "tensorrt"})
-    with pytest.raises(ConfigError, match="set backend: tensorrt"):
-        load_config(None, values={"model.engine": str(engine)})
+    assert load_config(None, values={"model.engine": str(engine)}).backend == "tensorrt"  # auto: an engine alone means TensorRT
+    assert load_config(None, values={"model.asset": "blazeface-back-256"}).backend == "onnxruntime"
     with pytest.raises(ConfigError, match="key 'dla_core': the DLA runs TensorRT engines"):
         load_config(None, values={"model.asset": "blazeface-back-256", "dla_core": 0})
     with pytest.raises(ConfigError, match="key 'dla_core': expected a DLA core index"):

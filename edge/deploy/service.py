@@ -100,9 +100,10 @@ def plan(args: argparse.Namespace) -> List[Action]:
     config_dest = root / "etc" / "edge" / f"{name}.yaml"
     actions: List[Action] = []
     if args.config is not None:
-        from edge.config import load_config
+        from edge.config import RunConfig, load_dataclass
 
-        load_config(args.config)  # a wrong key fails here, not at 3 a.m. in the journal
+        # A wrong key or type fails here, not at 3 a.m. in the journal; files it names may arrive later by edge deploy.
+        load_dataclass(RunConfig, args.config)
         if config_dest.is_symlink():
             raise EdgeError(
                 f"{config_dest} is managed by `edge deploy` (-> {os.readlink(config_dest)}); deploy a new config with `edge deploy`, or drop --config"
