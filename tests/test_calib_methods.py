@@ -1,0 +1,111 @@
+"""Entropy (KL), percentile and min-max thresholds against cases worked out by hand and a literal loop of the slide."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from edge.build.calib_methods import amax, entropy_bin, kl_divergences, percentile_bin
+from edge.errors import EdgeError
+
+
+def slide_kl(hist, levels):
+    """NVIDIA's GTC 2017 pseudocode, one candidate at a time, as plainly as it reads."""
+    h = np.asarray(hist, float)
+    out = []
+    for i in range(levels, len(h)):
+        p = h[:i].copy()
+        p[i - 1] += h[i:].sum()
+        merged = i // levels
+        q = np.zeros(i)
+        for g in range(levels):
+            start, stop = g * merged, (i if g == levels - 1 else (g + 1) * merged)
+            nonzero = p[start:stop] != 0
+            if nonzero.any():
+                q[start:stop][nonzero] = h[start:stop].sum() / nonzero.sum()
+        p, q = p / p.sum(), q / q.sum()
+        used = p > 0
+        out.append(math.inf if (q[used] == 0).any() else float(np.sum(p[used] * np.log(p[used] / q[used]))))
+    return np.array(out)
+
+
+def test_kl_of_a_four_bin_histogram_matches_the_hand_computation():
+    # h = [4, 2, 0, 1], 2 levels. i=2: P=[4,3]/7, Q=[4,2]/6. i=3: P=[4,2,1]/7, Q=[4,1,1]/6 (2 spread over 2 bins).
+    i, kl = kl_divergences([4, 2, 0, 1], levels=2)
+    assert list(i) == [2, 3]
+    assert kl[0] == pytest.approx(4 / 7 * math.log(6 / 7) + 3 / 7 * math.log(9 / 7))
+    assert kl[1] == pytest.approx(5 / 7 * math.log(6 / 7) + 2 / 7 * math.log(12 / 7))
+
+
+def test_kl_is_infinite_where_q_has_no_mass_for_p_outliers():
+    _, kl = kl_divergences([1, 0, 0, 5], levels=2)
+    assert np.isinf(kl).all()
+
+
+def test_vectorised_kl_equals_the_slide_loop_on_random_histograms():
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        n, levels = int(rng.integers(8, 64)), int(rng.integers(2, 8))
+        h = rng.integers(0, 6, n) * (rng.random(n) < 0.6)
+        h[0] += 1
+        ours, ref = kl_divergences(h, levels)[1], slide_kl(h, levels)
+        assert np.array_equal(np.isinf(ours), np.isinf(ref))
+        np.testing.assert_allclose(ours[np.isfinite(ours)], ref[np.isfinite(ref)], rtol=1e-9, atol=1e-12)
+
+
+def test_full_size_histogram_matches_the_slide_loop():
+    x = np.abs(np.random.default_rng(1).standard_normal(200_000))
+    hist, _ = np.histogram(x, 2048, (0, x.max()))
+    ours, ref = kl_divergences(hist)[1], slide_kl(hist, 128)
+    finite = np.isfinite(ref)
+    np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-9, atol=1e-12)
+
+
+def test_entropy_bin_gives_the_zero_bin_the_count_of_bin_one():
+    # With h[0] := h[1] the histogram is [2, 2, 0, 1]: i=2 has KL 0.4 ln .8 + .6 ln 1.2 = 0.020, i=3 has 0.054.
+    assert entropy_bin([4, 2, 0, 1], levels=2) == 2
+    # A spike of exact zeros no longer decides the threshold: half the values are 0, the rest uniform up to 1.
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.zeros(500_000), rng.random(500_000)])
+    hist, _ = np.histogram(x, 2048, (0, 1))
+    assert entropy_bin(hist) > 1900
+
+
+def test_entropy_clips_a_heavy_tail_but_not_a_uniform_distribution():
+    rng = np.random.default_rng(5)
+    tail = np.abs(rng.standard_t(3, 500_000))  # max about 105, 99.9 % below about 13
+    hist, _ = np.histogram(tail, 2048, (0, tail.max()))
+    assert 13 < amax("entropy", hist, float(tail.max()), float(tail.max())) < 0.5 * tail.max()
+    flat = rng.random(500_000)
+    hist, _ = np.histogram(flat, 2048, (0, 1))
+    assert amax("entropy", hist, 1.0, float(flat.max())) > 0.95
+
+
+def test_entropy_keeps_the_whole_range_when_every_candidate_has_infinite_divergence():
+    # Outliers far from an empty last level: Q has no mass where P puts them, for every candidate.
+    x = np.concatenate([np.random.default_rng(6).random(100_000), np.full(10, 100.0)])
+    hist, _ = np.histogram(x, 2048, (0, 100))
+    assert entropy_bin(hist) == 2047
+
+
+def test_percentile_takes_the_upper_edge_of_the_bin_that_reaches_it():
+    hist = [5, 3, 2, 0]  # cumulative 5, 8, 10, 10; range 4 -> bins of width 1
+    assert percentile_bin(hist, 50) == 1
+    assert percentile_bin(hist, 80) == 2
+    assert percentile_bin(hist, 80.01) == 3
+    assert amax("percentile", np.array(hist), 4.0, 3.5, percentile=80) == 2.0
+    assert amax("percentile", np.array(hist), 4.0, 2.5, percentile=100) == 2.5  # never above the largest |x|
+
+
+def test_minmax_is_the_largest_absolute_value_and_zero_tensors_stay_zero():
+    assert amax("minmax", np.array([1, 2, 3]), 8.0, 7.25) == 7.25
+    assert amax("entropy", np.zeros(2048, np.int64), 0.0, 0.0) == 0.0
+
+
+def test_bad_percentile_and_method_are_user_errors():
+    with pytest.raises(EdgeError, match="--percentile 0"):
+        amax("percentile", np.ones(2048), 1.0, 1.0, percentile=0)
+    with pytest.raises(EdgeError, match="--method kl"):
+        amax("kl", np.ones(2048), 1.0, 1.0)

@@ -1,0 +1,110 @@
+"""Streaming statistics: exact re-binning, histograms equal to a one-shot histogram, the tensors TensorRT wants
+scales for, memory planning, and collection through ONNX Runtime on a small real graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edge.build.calib_datasets import ImageSet
+from edge.build.calib_stats import BINS, TensorStats, calibration_tensors, collect, plan, rebin
+from edge.build.graph import prepare
+from edge.errors import EdgeError
+from edge.runtime.preprocess import PreprocessSpec
+
+
+def test_rebin_sums_neighbours_and_keeps_every_count():
+    hist = np.arange(16, dtype=np.int64)
+    out = rebin(hist, 4)
+    assert list(out) == [6, 22, 38, 54] + [0] * 12
+    assert out.sum() == hist.sum()
+    assert rebin(hist, 32)[0] == hist.sum() and rebin(hist, 32)[1:].sum() == 0
+
+
+def test_streamed_histogram_equals_one_histogram_over_the_final_range():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(0, s, 20_000).astype(np.float32) for s in (1.0, 3.0, 0.5, 9.0)]
+    stats = TensorStats("t")
+    for b in batches:
+        stats.add(b.copy())
+    every = np.abs(np.concatenate(batches))
+    assert stats.absmax == pytest.approx(float(every.max()))
+    assert stats.hist.sum() == every.size
+    first = float(np.abs(batches[0]).max())
+    assert stats.range / first == 2 ** round(np.log2(stats.range / first))  # grew by powers of two only
+    direct, _ = np.histogram(every, BINS, (0, stats.range))
+    assert np.abs(direct - stats.hist).sum() <= 4  # only values within a float rounding of a bin edge may move
+
+
+def test_values_are_not_modified_and_non_finite_values_are_reported():
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    TensorStats("t").add(x)
+    assert list(x) == [-1.0, 2.0, -3.0]
+    with pytest.raises(EdgeError, match="tensor 'bad' holds inf or NaN"):
+        TensorStats("bad").add(np.array([1.0, np.nan], np.float32))
+
+
+def test_all_zero_tensor_counts_into_bin_zero_until_values_arrive():
+    stats = TensorStats("t")
+    stats.add(np.zeros(10, np.float32))
+    stats.add(np.array([0.0, 2.0], np.float32))
+    assert stats.hist[0] == 11 and stats.hist[-1] == 1 and stats.range == 2.0
+
+
+def _tiny_model() -> onnx.ModelProto:
+    """x -> Conv -> Relu -> Reshape -> MatMul (constant weight) -> Add (constant bias): the shape of a classifier."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.normal(size=(4, 3, 3, 3)).astype(np.float32), "conv.w")
+    fc = numpy_helper.from_array(rng.normal(size=(4 * 8 * 8, 5)).astype(np.float32), "fc.w")
+    bias = numpy_helper.from_array(rng.normal(size=(5,)).astype(np.float32), "fc.b")
+    shape = numpy_helper.from_array(np.array([-1, 4 * 8 * 8], np.int64), "flat")
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.w"], ["conv"], "conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["conv"], ["relu"], "relu"),
+        helper.make_node("Reshape", ["relu", "flat"], ["flat_out"], "flatten"),
+        helper.make_node("MatMul", ["flat_out", "fc.w"], ["logits"], "fc"),
+        helper.make_node("Add", ["logits", "fc.b"], ["y"], ""),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+        [w, fc, bias, shape],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_calibration_tensors_are_inputs_node_outputs_and_constants_outside_weight_slots():
+    graph = prepare(_tiny_model(), {"x": (1, 3, 8, 8)})
+    acts, consts = calibration_tensors(graph)
+    assert acts == ["x", "conv", "relu", "flat_out", "logits", "y"]
+    assert sorted(consts) == ["fc.b", "fc.w"]  # the Conv weight is a layer weight in TensorRT, not a tensor
+
+
+def test_plan_fits_the_batch_to_the_budget_and_splits_only_when_one_image_is_too_big():
+    sizes = {"a": 100, "b": 300}
+    assert plan(sizes, 4000, 32) == (10, [["a", "b"]])
+    assert plan(sizes, 4000, 4) == (4, [["a", "b"]])
+    assert plan(sizes, 350, 32) == (1, [["a"], ["b"]])
+
+
+def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
+    ort = pytest.importorskip("onnxruntime")
+    model = _tiny_model()
+    graph = prepare(model, {"x": (1, 3, 8, 8)})
+    acts, _ = calibration_tensors(graph)
+    rng = np.random.default_rng(2)
+    frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(7)]
+    images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))
+    # A budget of two images' tensors: several batches and a short last one.
+    stats = collect(model, graph, images, acts, budget_bytes=3 * 2 * 4 * (192 + 256 * 3 + 10), max_batch=32)
+    batch = np.concatenate(list(images.batches(7)))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert stats["x"].absmax == pytest.approx(float(np.abs(batch).max()))
+    assert stats["x"].hist.sum() == batch.size
+    (y,) = sess.run(["y"], {"x": batch})
+    assert stats["y"].absmax == pytest.approx(float(np.abs(y).max()), rel=1e-5)
+    assert stats["y"].hist.sum() == y.size
