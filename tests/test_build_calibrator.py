@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from edge.build.calib_cache import CalibrationCache, read_cache
-from edge.build.calibrator import CalibrationFeed, list_images, make_calibrator
+from edge.build.calib_datasets import find_images
+from edge.build.calibrator import CalibrationFeed, make_calibrator
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
 
@@ -77,16 +78,17 @@ def feed_for(paths, tmp_path, batch=2, cached=None, messages=None):
     )
 
 
-def test_list_images_sorts_filters_and_caps(images):
-    assert [p.name for p in list_images(images)] == ["broken.jpg"] + [f"img{i}.png" for i in range(7)]
-    assert len(list_images(images, max_images=3)) == 3
-    with pytest.raises(EdgeError, match="has no images"):
-        list_images(images.parent)  # tmp_path holds only the folder
+def test_find_images_sorts_filters_and_caps(images, tmp_path):
+    assert [p.name for p in find_images(images)] == ["broken.jpg"] + [f"img{i}.png" for i in range(7)]
+    assert len(find_images(images, max_images=3)) == 3
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EdgeError, match="no images found"):
+        find_images(tmp_path / "empty")
 
 
 def test_batches_are_the_runner_preprocessing_stacked(images, tmp_path):
     messages = []
-    feed = feed_for(list_images(images), tmp_path, batch=2, messages=messages)
+    feed = feed_for(find_images(images), tmp_path, batch=2, messages=messages)
     batches = list(feed.batches())
     # 8 files: broken.jpg is skipped, 7 images make 3 full batches and one left over.
     assert len(batches) == 3 and feed.skipped == ["broken.jpg"]
@@ -98,7 +100,7 @@ def test_batches_are_the_runner_preprocessing_stacked(images, tmp_path):
 
 
 def test_preprocessing_that_does_not_fit_the_input_is_an_error(images, tmp_path):
-    feed = CalibrationFeed(list_images(images), Preprocessor(SPEC), "x", (1, 3, 64, 64), None, None, HostUpload(), print)
+    feed = CalibrationFeed(find_images(images), Preprocessor(SPEC), "x", (1, 3, 64, 64), None, None, HostUpload(), print)
     with pytest.raises(EdgeError, match=r"preprocessing makes \[3, 24, 32\].*input 'x' is \[1, 3, 64, 64\]"):
         next(feed.batches())
 
@@ -106,13 +108,13 @@ def test_preprocessing_that_does_not_fit_the_input_is_an_error(images, tmp_path)
 def test_entropy_calibrator_wiring_with_a_stand_in_base(images, tmp_path):
     trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
     messages = []
-    feed = feed_for(list_images(images), tmp_path, batch=2, messages=messages)
+    feed = feed_for(find_images(images), tmp_path, batch=2, messages=messages)
     calibrator = make_calibrator(trt, "entropy", feed)
     assert isinstance(calibrator, StandInEntropyCalibrator2) and calibrator.constructed
     assert type(calibrator).__name__ == "EdgeInt8EntropyCalibrator2" and calibrator.get_batch_size() == 2
     cached, seen = drive_like_tensorrt(calibrator, ["x"], (2, 3, 24, 32))
     assert cached is None and len(seen) == 3
-    np.testing.assert_array_equal(seen[2], list(feed_for(list_images(images), tmp_path).batches())[2])
+    np.testing.assert_array_equal(seen[2], list(feed_for(find_images(images), tmp_path).batches())[2])
     assert messages[-1] == "calibrating: batch 3/4 (6 images, 1 unreadable skipped)"
     assert read_cache(tmp_path / "m.cache").scales.keys() == {"x", "conv_out"}  # written atomically by edge
 
@@ -126,7 +128,7 @@ def test_a_checked_cache_is_handed_over_and_no_image_is_read(tmp_path):
 
 def test_errors_inside_tensorrt_callbacks_are_kept_for_the_build(images, tmp_path):
     trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
-    feed = feed_for(list_images(images), tmp_path)
+    feed = feed_for(find_images(images), tmp_path)
     calibrator = make_calibrator(trt, "entropy", feed)
     assert calibrator.get_batch(["x", "mask"]) is None
     assert isinstance(feed.error, EdgeError) and "several inputs" in str(feed.error)

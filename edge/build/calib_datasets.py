@@ -21,8 +21,7 @@ import numpy as np
 
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm")
+from edge.runtime.sources import IMAGE_EXTS
 
 
 @dataclass
@@ -50,17 +49,23 @@ class ImageSet:
         return ImageSet(f"{self.name} (first {n})", self.spec, self.frame, n, labels, self.predict)
 
 
+def find_images(folder: str | Path, max_images: Optional[int] = None) -> List[Path]:
+    """Calibration images in a folder, sub-folders included, sorted by path, at most ``max_images``."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise EdgeError(f"calibration images '{root}': not a folder; pass a folder of images (jpg, png, ...)")
+    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTS and p.is_file())
+    if not files:
+        raise EdgeError(f"calibration images '{root}': no images found (looked for {', '.join(sorted(IMAGE_EXTS))})")
+    return files[:max_images] if max_images else files
+
+
 def image_folder(folder: str | Path, spec: PreprocessSpec, max_images: Optional[int] = None) -> ImageSet:
-    """The images of a folder (sorted by name, sub-folders included), each read with OpenCV when it is needed."""
+    """The images of a folder (see ``find_images``), each read with OpenCV when it is needed."""
     import cv2
 
     root = Path(folder)
-    if not root.is_dir():
-        raise EdgeError(f"--images {root}: not a folder; pass a folder of calibration images (jpg, png, ...)")
-    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
-    if not files:
-        raise EdgeError(f"--images {root}: no images found (looked for {', '.join(IMAGE_SUFFIXES)})")
-    files = files[:max_images] if max_images else files
+    files = find_images(root, max_images)
 
     def frame(i: int) -> np.ndarray:
         img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)

@@ -19,19 +19,10 @@ from edge.build.progress import Throttle, say
 from edge.errors import EdgeError
 from edge.lazy import require
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 # calib.method -> the TensorRT base class.
 CALIBRATOR_CLASSES = {"entropy": "IInt8EntropyCalibrator2", "minmax": "IInt8MinMaxCalibrator"}
 
 Upload = Callable[[np.ndarray], int]  # host batch -> device pointer TensorRT reads
-
-
-def list_images(folder: Path, max_images: Optional[int] = None) -> List[Path]:
-    """The images in ``folder`` (not recursive), sorted by name, at most ``max_images``."""
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-    if not files:
-        raise EdgeError(f"calibration folder '{folder}' has no images ({', '.join(IMAGE_EXTENSIONS)})")
-    return files[:max_images] if max_images else files
 
 
 class PycudaUpload:

@@ -393,13 +393,14 @@ def _calibration(
     profile: Any,
     shapes: Dict[str, Tuple[int, ...]],
 ) -> Any:
-    from edge.build.calibrator import CalibrationFeed, list_images, make_calibrator, usable_cache
+    from edge.build.calib_datasets import find_images
+    from edge.build.calibrator import CalibrationFeed, make_calibrator, usable_cache
     from edge.runtime.preprocess import Preprocessor
 
     images_dir = cfg.optional_path(cfg.calib.images)
     cache_path = cfg.optional_path(cfg.calib.cache)
     cached = usable_cache(cache_path, caps.version, cfg.algorithm, scale_tensors(trt, network), images_dir is not None)
-    images = list_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
+    images = find_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
     tensor, spec = _image_input(trt, cfg, network, shapes)
     feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached)
     if cached is None:
