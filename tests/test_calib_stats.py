@@ -108,3 +108,23 @@ def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
     (y,) = sess.run(["y"], {"x": batch})
     assert stats["y"].absmax == pytest.approx(float(np.abs(y).max()), rel=1e-5)
     assert stats["y"].hist.sum() == y.size
+
+
+def test_large_tensors_count_a_sample_but_keep_the_exact_maximum():
+    """Above SAMPLE_ABOVE values a batch is counted at a stride; the maximum and the percentiles stay put."""
+    from edge.build.calib_methods import amax
+    from edge.build.calib_stats import SAMPLE_ABOVE, SAMPLE_STRIDE
+
+    rng = np.random.default_rng(3)
+    big = rng.laplace(0, 1.0, 4 * SAMPLE_ABOVE + 7).astype(np.float32)
+    big[123_457] = 40.0  # a single outlier off the sampling grid (123457 % 3 == 1) still sets the maximum
+    sampled, exact = TensorStats("big"), TensorStats("exact")
+    sampled.add(big)
+    for start in range(0, big.size, SAMPLE_ABOVE):  # the same values in batches small enough to count them all
+        exact.add(big[start : start + SAMPLE_ABOVE])
+    assert sampled.absmax == exact.absmax == 40.0
+    assert sampled.hist.sum() == len(range(0, big.size, SAMPLE_STRIDE)) and exact.hist.sum() == big.size
+    for p in (99.0, 99.9, 99.99):
+        a = amax("percentile", sampled.hist, sampled.range, sampled.absmax, p)
+        b = amax("percentile", exact.hist, exact.range, exact.absmax, p)
+        assert abs(a - b) / b < 0.03

