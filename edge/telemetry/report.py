@@ -64,6 +64,10 @@ def _read_json(path: Path) -> Dict[str, Any]:
 
 
 def _png(fig: Any, path: Path) -> str:
+    """Grid every axis, lay the figure out, write it as PNG (atomically) and return its file name."""
+    for ax in fig.axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     write_atomic(path, buf.getvalue())
@@ -82,8 +86,6 @@ def _plot_fps(Figure: Any, frames: List[Dict[str, Any]], t0: float, path: Path) 
     ax = fig.add_subplot()
     ax.step([first + i for i in range(len(counts))], counts, where="post")
     ax.set(xlabel="time (s)", ylabel="frames / s", title="Throughput (frames completed per second)")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
     return _png(fig, path)
 
 
@@ -102,8 +104,6 @@ def _plot_latency(Figure: Any, frames: List[Dict[str, Any]], t0: float, path: Pa
         ax.plot(xs, ys, ".", markersize=3, label=stage)
     ax.set(xlabel="time (s)", ylabel="ms", title="Latency per stage")
     ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
     return _png(fig, path)
 
 
@@ -122,8 +122,6 @@ def _plot_power(Figure: Any, samples: List[Sample], t0: float, path: Path) -> Op
         ax.plot([p[0] for p in total], [p[1] for p in total], "k--", label=f"total ({rule})", linewidth=1)
     ax.set(xlabel="time (s)", ylabel="W", title="Power per rail")
     ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
     return _png(fig, path)
 
 
@@ -142,9 +140,6 @@ def _plot_gpu(Figure: Any, samples: List[Sample], t0: float, path: Path) -> Opti
     ax_temp.set(xlabel="time (s)", ylabel="°C")
     if sensors:
         ax_temp.legend(fontsize="small", ncol=4)
-    for ax in (ax_load, ax_temp):
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
     return _png(fig, path)
 
 
