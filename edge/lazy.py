@@ -18,6 +18,8 @@ _HINTS = {
     "tensorrt": "the TensorRT Python bindings (on a Jetson: sudo apt install python3-libnvinfer)",
     "pycuda": "pip install pycuda (needs the CUDA toolkit)",
     "jtop": "pip install jetson-stats (and sudo systemctl start jtop.service)",
+    "pynvml": "pip install nvidia-ml-py",
+    "matplotlib": "pip install 'edge[report]'",
 }
 
 

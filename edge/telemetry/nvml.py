@@ -26,7 +26,7 @@ class NvmlBackend(Backend):
         self._device_name: Optional[str] = None
 
     def open(self) -> None:
-        nv = self._nvml if self._nvml is not None else require("pynvml", "NVML telemetry (pip install nvidia-ml-py)")
+        nv = self._nvml if self._nvml is not None else require("pynvml", "NVML telemetry")
         self._nvml = nv
         try:
             nv.nvmlInit()
