@@ -41,21 +41,14 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
     yield from sshd_fixture(tmp_path_factory)
 
 
+def release_args(engine: Path, root: Path) -> list:
+    """What every deploy in these tests sends: the service name, the engine, its config and the device root."""
+    return ["--name", "front", "--engine", str(engine), "--config", str(engine.parent / "front.yaml"), "--root", str(root)]
+
+
 def deploy(sshd: SSHServer, root: Path, engine: Path, *extra: str, **popen: object) -> subprocess.CompletedProcess:
-    cmd = [
-        str(DEPLOY),
-        sshd.host,
-        *sshd.ssh_args(),
-        "--name",
-        "front",
-        "--engine",
-        str(engine),
-        "--config",
-        str(engine.parent / "front.yaml"),
-    ]
+    cmd = [str(DEPLOY), sshd.host, *sshd.ssh_args(), *release_args(engine, root)]
     cmd += [
-        "--root",
-        str(root),
         "--restart-cmd",
         json.dumps(RESTART),
         "--health-cmd",
@@ -216,16 +209,7 @@ def test_failed_device_check_keeps_the_running_release(sshd: SSHServer, tmp_path
 def test_unreachable_target_fails_at_connect(sshd: SSHServer, tmp_path: Path) -> None:
     engine = write_engine(tmp_path / "e", b"engine")
     cmd = [str(DEPLOY), sshd.host, "-p", str(free_port()), "-i", str(sshd.key), "--connect-timeout", "2"]
-    cmd += [
-        "--name",
-        "front",
-        "--engine",
-        str(engine),
-        "--config",
-        str(engine.parent / "front.yaml"),
-        "--root",
-        str(tmp_path / "d"),
-    ]
+    cmd += release_args(engine, tmp_path / "d")
     run = subprocess.run(cmd, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=30)
     assert run.returncode == target.EXIT_CODES["connect"], run.stderr
     assert "edge deploy: error: connect failed:" in run.stderr and "Connection refused" in run.stderr
