@@ -41,7 +41,7 @@ def _ort_child(method: str, count: int, out: str, pre_process: bool) -> None:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from edge import assets
-    from edge.build.calib_datasets import dataset
+    from edge.calib.datasets import dataset
 
     images = dataset(f"mnist_5k[-{count}:]")
 
@@ -97,9 +97,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
     from edge import assets
-    from edge.build.calib_datasets import dataset
-    from edge.build.calib_eval import top1
-    from edge.build.graph import load_model
+    from edge.calib.accuracy import top1
+    from edge.calib.datasets import dataset
+    from edge.graph.model import load_model
 
     sizes = [20] if args.quick else [int(s) for s in args.sizes.split(",")]
     n_eval = 200 if args.quick else args.eval
@@ -118,7 +118,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for k, n in enumerate(sizes):
             for label, flags in edge_methods if k == 0 else edge_methods[:1]:
                 out = f"{tmp}/edge-{n}-{len(runs)}.onnx"
-                cmd = [sys.executable, "-m", "edge.build.calib_cli", "asset://ppocrv5-rec", "--dataset", f"mnist_5k[-{n}:]"]
+                cmd = [sys.executable, "-m", "edge", "calib", "asset://ppocrv5-rec", "--dataset", f"mnist_5k[-{n}:]"]
                 runs.append(("edge calib", label, n, [*cmd, *flags, "--cache", out + ".cache", "--qdq", out], out))
             if n <= args.ort_max_images:
                 for tool, pre in ort_tools:

@@ -13,18 +13,18 @@ import sys
 from collections.abc import Callable
 
 from edge import __version__
-from edge.errors import EdgeError
+from edge.errors import guard
 
 # name -> (module, one-line help). A command is a module; adding one is a row here.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("edge.runtime.cli", "run the camera pipeline: source -> preprocess -> infer -> postprocess -> sinks"),
-    "build": ("edge.build.cli", "build a TensorRT engine (GPU or DLA, FP16/INT8) with its manifest and placement report"),
+    "build": ("edge.builder.cli", "build a TensorRT engine (GPU or DLA, FP16/INT8) with its manifest and placement report"),
     "assets": ("edge.assets", "list or fetch the pinned demo and benchmark models and clips"),
     "calib": (
-        "edge.build.calib_cli",
+        "edge.calib.cli",
         "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report",
     ),
-    "dla": ("edge.build.dla_cli", "predict DLA vs GPU placement of an ONNX model, offline (no Jetson needed)"),
+    "dla": ("edge.dla.cli", "predict DLA vs GPU placement of an ONNX model, offline (no Jetson needed)"),
     "deploy": (
         "edge.deploy.cli",
         "copy an engine, its manifest and a config to a Jetson over SSH: verify, swap, restart, roll back",
@@ -33,17 +33,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "telemetry": ("edge.telemetry.cli", "parse tegrastats logs and probe which telemetry backends work here"),
     "report": ("edge.telemetry.report_cli", "write report.html with PNG plots for a finished run folder"),
 }
-
-
-def _guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    try:
-        return fn(args)
-    except EdgeError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main, _prog=f"edge {name}")
     args = parser.parse_args(argv)
-    return _guard(args._prog, args._main, args)
+    return guard(args._prog, args._main, args)
 
 
 def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
@@ -65,7 +54,7 @@ def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
         mod = importlib.import_module(module)
         parser = argparse.ArgumentParser(prog=prog, description=help_text)
         mod.add_arguments(parser)
-        return _guard(prog, mod.main, parser.parse_args(argv))
+        return guard(prog, mod.main, parser.parse_args(argv))
 
     return run
 

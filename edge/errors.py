@@ -6,6 +6,10 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import Callable
+
 
 class EdgeError(Exception):
     """Bad input from the user: a file, key or value that is wrong, with the fix. Exit status 2."""
@@ -25,3 +29,15 @@ class RunFailed(EdgeError):
     """The run started but could not go on (a sink failed, a stream was lost). Exit status 1."""
 
     exit_code = 1
+
+
+def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a command's ``main``: an EdgeError becomes one line on stderr and its exit status."""
+    try:
+        return fn(args)
+    except EdgeError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

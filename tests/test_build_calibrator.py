@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from edge.build.calib_cache import CalibrationCache, read_cache
-from edge.build.calib_datasets import find_images
-from edge.build.calibrator import CalibrationFeed, make_calibrator
+from edge.builder.calibrator import CalibrationFeed, make_calibrator
+from edge.calib.cache import CalibrationCache, read_cache
+from edge.calib.datasets import find_images
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
 

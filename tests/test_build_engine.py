@@ -24,7 +24,7 @@ def trt():
         import tensorrt_rtx
     except ImportError as exc:
         require_or_skip(False, f"TensorRT-RTX is not installed (pip install tensorrt-rtx-cu13==1.7.1.116): {exc}")
-    from edge.build import trt as trt_api
+    from edge.builder import trt as trt_api
 
     module = trt_api.load()
     if module is not tensorrt_rtx:
@@ -34,7 +34,7 @@ def trt():
 
 @pytest.fixture(scope="module")
 def caps(trt):
-    from edge.build import trt as trt_api
+    from edge.builder import trt as trt_api
 
     return trt_api.detect(trt, trt.Builder(trt_api.logger()))
 
@@ -48,17 +48,17 @@ def ocr_model():
 
 def edge_build(*argv: str) -> int:
     """The edge-build entry point in this process: the same parser, the same EdgeError -> exit status handling."""
-    from edge.build import cli
-    from edge.cli import _guard
+    from edge.builder import cli
+    from edge.errors import guard
 
     parser = argparse.ArgumentParser(prog="edge-build")
     cli.add_arguments(parser)
-    return _guard("edge-build", cli.main, parser.parse_args(list(argv)))
+    return guard("edge-build", cli.main, parser.parse_args(list(argv)))
 
 
 def network_of(trt, caps, path):
-    from edge.build import trt as trt_api
-    from edge.build.engine import parse
+    from edge.builder import trt as trt_api
+    from edge.builder.engine import parse
 
     builder = trt.Builder(trt_api.logger())
     network, parser = parse(trt, builder, caps, path, strongly_typed=caps.strongly_typed_flag)
@@ -132,7 +132,7 @@ def test_dynamic_input_without_shape_names_the_input(trt, ocr_model, tmp_path, c
 
 
 def test_dynamic_shape_with_dla_needs_min_opt_max(trt, caps, ocr_model):
-    from edge.build.engine import input_shapes
+    from edge.builder.engine import input_shapes
 
     _, network, _ = network_of(trt, caps, ocr_model)
     with pytest.raises(EdgeError, match=r"the DLA needs static shapes \(one optimization profile with min = opt = max\)"):
@@ -196,8 +196,8 @@ def test_unsupported_op_names_the_node(trt, tmp_path, capsys):
 def test_plan_for_apis_this_machine_lacks(caps):
     """The Jetson branches of plan(), with the API surfaces of TensorRT 8.5/10.x and 11.0 written down as
     Capabilities values (those TensorRTs are not installed here)."""
-    from edge.build.config import BuildConfig, DlaConfig
-    from edge.build.engine import plan
+    from edge.builder.config import BuildConfig, DlaConfig
+    from edge.builder.engine import plan
 
     jetson = dataclasses.replace(
         caps,
@@ -223,8 +223,8 @@ def test_plan_for_apis_this_machine_lacks(caps):
 
 
 def test_prebuild_pass_asks_can_run_on_dla_for_every_layer(trt, caps, demo_model):
-    from edge.build.dla import predict
-    from edge.build.placement import prebuild_lines, prebuild_pass
+    from edge.builder.placement import prebuild_lines, prebuild_pass
+    from edge.dla.predict import predict
 
     builder, network, _ = network_of(trt, caps, demo_model)
     config = builder.create_builder_config()
@@ -240,9 +240,9 @@ def test_prebuild_pass_asks_can_run_on_dla_for_every_layer(trt, caps, demo_model
 
 
 def test_calibration_cache_from_another_tensorrt_is_reported(trt, caps, demo_model, tmp_path):
-    from edge.build.calib_cache import CalibrationCache, write_cache
-    from edge.build.calibrator import usable_cache
-    from edge.build.engine import scale_tensors
+    from edge.builder.calibrator import usable_cache
+    from edge.builder.engine import scale_tensors
+    from edge.calib.cache import CalibrationCache, write_cache
 
     _, network, _ = network_of(trt, caps, demo_model)
     tensors = scale_tensors(trt, network)
@@ -259,7 +259,7 @@ def test_calibration_cache_from_another_tensorrt_is_reported(trt, caps, demo_mod
 
 
 def test_help_imports_no_tensorrt():
-    code = "import sys, edge.build.cli; print(any(m.startswith(('tensorrt', 'onnx', 'cv2')) for m in sys.modules))"
+    code = "import sys, edge.builder.cli; print(any(m.startswith(('tensorrt', 'onnx', 'cv2')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
@@ -274,7 +274,7 @@ def test_build_from_the_config_file_alone(trt, tmp_path, capsys):
 def test_heartbeat_says_a_long_step_is_still_running():
     import time
 
-    from edge.build.progress import Heartbeat
+    from edge.progress import Heartbeat
 
     said = []
     with Heartbeat("building the engine", interval_s=0.02, out=said.append):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from edge.build.placement import SUBGRAPHS_PER_CORE, assemble, from_inspector, parse_log, render, transitions, write_report
+from edge.builder.placement import SUBGRAPHS_PER_CORE, assemble, from_inspector, parse_log, render, transitions, write_report
 
 ENGINE_INFO = """Engine Layer Information:
 Layer(Reformat): Reformatting CopyNode for Input Tensor 0 to {ForeignNode[conv1...relu3]}, Tactic: 0x0, images[Float(1,3,64,64)] -> Reformatted images[Half(1,3,64,64)]

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from edge.build.calib_cache import CalibrationCache, read_cache, version_tag, write_cache
+from edge.calib.cache import CalibrationCache, read_cache, version_tag, write_cache
 from edge.errors import EdgeError
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from edge import cli
-from edge.build.calib_cache import CalibrationCache, read_cache
+from edge.calib.cache import CalibrationCache, read_cache
 from edge.errors import EdgeError
 from tests.conftest import ROOT, require_or_skip
 
@@ -22,7 +22,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
 
-ROW = ("edge.build.calib_cli", "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report")
+ROW = ("edge.calib.cli", "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_a_header_from_another_tensorrt_is_detected(calibrated):
 
 
 def test_qdq_model_is_symmetric_int8_per_channel_and_stays_close_to_fp32_on_real_digits(calibrated, digits_model):
-    from edge.build.calib_datasets import dataset
+    from edge.calib.datasets import dataset
 
     q = onnx.load(str(calibrated / "rec.qdq.onnx"))
     onnx.checker.check_model(q)
@@ -117,7 +117,7 @@ def test_qdq_model_is_symmetric_int8_per_channel_and_stays_close_to_fp32_on_real
 def test_an_image_folder_through_the_runtime_preprocessing_gives_the_same_cache_as_the_dataset(
     digits_model, edge_calib, tmp_path
 ):
-    from edge.build.calib_datasets import dataset
+    from edge.calib.datasets import dataset
 
     images = dataset("mnist_5k[-6:]")
     folder = tmp_path / "digits"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from edge.build.calib_methods import amax, entropy_bin, kl_divergences, percentile_bin
+from edge.calib.methods import amax, entropy_bin, kl_divergences, percentile_bin
 from edge.errors import EdgeError
 
 

@@ -8,10 +8,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge.build.calib_datasets import ImageSet
-from edge.build.calib_stats import BINS, TensorStats, calibration_tensors, collect, plan, rebin
-from edge.build.graph import prepare
+from edge.calib.datasets import ImageSet
+from edge.calib.stats import BINS, TensorStats, calibration_tensors, collect, plan, rebin
 from edge.errors import EdgeError
+from edge.graph.model import prepare
 from edge.runtime.preprocess import PreprocessSpec
 
 
@@ -112,8 +112,8 @@ def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
 
 def test_large_tensors_count_a_sample_but_keep_the_exact_maximum():
     """Above SAMPLE_ABOVE values a batch is counted at a stride; the maximum and the percentiles stay put."""
-    from edge.build.calib_methods import amax
-    from edge.build.calib_stats import SAMPLE_ABOVE, SAMPLE_STRIDE
+    from edge.calib.methods import amax
+    from edge.calib.stats import SAMPLE_ABOVE, SAMPLE_STRIDE
 
     rng = np.random.default_rng(3)
     big = rng.laplace(0, 1.0, 4 * SAMPLE_ABOVE + 7).astype(np.float32)

@@ -19,9 +19,9 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from edge.assets import resolve  # noqa: E402
-from edge.build import dla_cli  # noqa: E402
-from edge.build.dla import predict  # noqa: E402
-from edge.build.dla_fix import _pool_factors, fix  # noqa: E402
+from edge.dla import cli as dla_cli  # noqa: E402
+from edge.dla.fix import _pool_factors, fix  # noqa: E402
+from edge.dla.predict import predict  # noqa: E402
 from edge.errors import EdgeError  # noqa: E402
 
 OCR_SHAPE = {"x": (1, 3, 640, 640)}

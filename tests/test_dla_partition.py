@@ -8,7 +8,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from edge.build.dla import predict  # noqa: E402
+from edge.dla.predict import predict  # noqa: E402
 
 
 def model(nodes, inits=()):

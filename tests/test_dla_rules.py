@@ -10,10 +10,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from edge.build.dla import _predict, predict  # noqa: E402
-from edge.build.dla_rules import RULES, TABLES, limits_for  # noqa: E402
-from edge.build.graph import prepare  # noqa: E402
+from edge.dla.predict import _predict, predict  # noqa: E402
+from edge.dla.rules import RULES, TABLES, limits_for  # noqa: E402
 from edge.errors import EdgeError  # noqa: E402
+from edge.graph.model import prepare  # noqa: E402
 
 F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
 

@@ -330,10 +330,12 @@ _DEVICE_SIDE = (
 )
 
 
-def test_device_side_modules_import_neither_the_build_side_nor_cuda_at_import():
+def test_device_side_modules_load_neither_tensorrt_nor_cuda_at_import():
+    # Which edge packages the device side may import is the import-linter contract (.importlinter); this checks
+    # what the contract cannot: TensorRT and pycuda are imported lazily, so --help and --check work without them.
     probe = (
         f"import sys; import {', '.join(_DEVICE_SIDE)}; "
-        "print(sorted(m for m in sys.modules if m == 'edge.build' or m.startswith(('edge.build.', 'tensorrt', 'pycuda'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('tensorrt', 'pycuda'))))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -343,7 +345,6 @@ def test_device_side_sources_name_no_builder_api():
     root = Path(__file__).resolve().parents[1] / "edge" / "runtime"
     for path in [root / "backends" / "tensorrt.py", root / "engine_gate.py", *sorted((root / "cuda").glob("*.py"))]:
         text = path.read_text()
-        assert "edge.build" not in text, path
         for name in _BUILDER_NAMES:
             assert f"trt.{name}" not in text and f"tensorrt.{name}" not in text, (path, name)
 

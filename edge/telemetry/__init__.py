@@ -1,5 +1,8 @@
 """Power and utilisation telemetry: one sampler thread, pluggable backends, energy per frame, a run report.
 
+Device side: imports no build-side package (``edge.builder``, ``edge.calib``, ``edge.dla``), only the shared
+top-level modules.
+
 API for the pipeline (all times are ``time.monotonic()`` seconds, the frames' clock):
 
 - ``open_sampler(backend="auto", interval_s=0.1, capacity=..., **opts) -> Sampler`` (``sampler.py``):

@@ -13,11 +13,11 @@ from typing import Any, Dict, List, Set
 
 import numpy as np
 
-from edge.build.calib_datasets import ImageSet
-from edge.build.calib_stats import TensorTap, per_image_bytes, plan
-from edge.build.graph import Graph
-from edge.build.qdq import layer_name
+from edge.calib.datasets import ImageSet
+from edge.calib.qdq import layer_name
+from edge.calib.stats import TensorTap, per_image_bytes, plan
 from edge.errors import EdgeError
+from edge.graph.model import Graph
 
 
 @dataclass

@@ -15,10 +15,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from edge.build.dla import Report, predict
-from edge.build.dla_rules import Limits, limits_for
-from edge.build.graph import attrs, load_model, model_inputs, pin_inputs, prepare
+from edge.dla.predict import Report, predict
+from edge.dla.rules import Limits, limits_for
 from edge.errors import EdgeError
+from edge.graph.model import attrs, load_model, model_inputs, pin_inputs, prepare
 from edge.lazy import require
 
 RTOL, ATOL = 1e-3, 1e-4  # float rounding differs (x/6 vs x*(1/6), summation order); anything more is a bug

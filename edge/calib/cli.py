@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from edge.build.calib_cache import ALGORITHMS
+from edge.calib.cache import ALGORITHMS
 from edge.errors import EdgeError
 
 METHODS = ("entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
@@ -78,14 +78,14 @@ def trt_version(text: str) -> str:
 
 
 def _images(args: argparse.Namespace, model: Any, path: Path) -> Any:
-    from edge.build import calib_datasets
+    from edge.calib import datasets as calib_datasets
 
     if args.dataset:
         return calib_datasets.dataset(args.dataset, args.max_images)
     import numpy as np
 
-    from edge.build.graph import model_inputs
     from edge.config import load_config
+    from edge.graph.model import model_inputs
     from edge.runtime.backends import TensorInfo
     from edge.runtime.model import preprocess_spec
 
@@ -109,9 +109,11 @@ def _say(text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from edge.build import calib_methods, calib_stats, qdq
-    from edge.build.calib_cache import CalibrationCache, version_tag, write_cache
-    from edge.build.graph import load_model, model_inputs, prepare
+    from edge.calib import methods as calib_methods
+    from edge.calib import qdq
+    from edge.calib import stats as calib_stats
+    from edge.calib.cache import CalibrationCache, version_tag, write_cache
+    from edge.graph.model import load_model, model_inputs, prepare
 
     version = trt_version(args.trt_version)
     for flag, value in (
@@ -202,7 +204,8 @@ def main(args: argparse.Namespace) -> int:
     print("\n".join(lines), flush=True)
 
     if args.eval:
-        from edge.build import calib_datasets, calib_eval
+        from edge.calib import accuracy as calib_eval
+        from edge.calib import datasets as calib_datasets
 
         t4 = time.perf_counter()
         labelled = calib_datasets.dataset(args.eval)
@@ -210,11 +213,3 @@ def main(args: argparse.Namespace) -> int:
         acc = calib_eval.evaluate(model, q_model, quantized, graph, labelled, activations, args.layer_images, args.threads)
         print("\n".join(calib_eval.render(acc) + [f"(report took {time.perf_counter() - t4:.1f} s)"]))
     return 0
-
-
-if __name__ == "__main__":  # `python -m edge.build.calib_cli ...`, the same command without the `edge` front end
-    from edge.cli import _guard
-
-    _parser = argparse.ArgumentParser(prog="edge calib", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    sys.exit(_guard("edge calib", main, _parser.parse_args()))

@@ -68,9 +68,9 @@ _PATH_FLAGS = {"model", "output", "calib_images", "calib_cache", "timing_cache",
 
 
 def main(args: argparse.Namespace) -> int:
-    from edge.build import placement
-    from edge.build.config import load_build_config
-    from edge.build.engine import build
+    from edge.builder import placement
+    from edge.builder.config import load_build_config
+    from edge.builder.engine import build
 
     values = {}
     for attr, key in _FLAG_KEYS.items():

@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edge.build.calib_cache import CalibrationCache, write_cache
-from edge.build.progress import Throttle, say
+from edge.calib.cache import CalibrationCache, write_cache
 from edge.errors import EdgeError
 from edge.lazy import require
+from edge.progress import Throttle, say
 
 # calib.method -> the TensorRT base class.
 CALIBRATOR_CLASSES = {"entropy": "IInt8EntropyCalibrator2", "minmax": "IInt8MinMaxCalibrator"}

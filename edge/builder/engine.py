@@ -22,12 +22,12 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from edge import __version__
-from edge.build import placement as pl
-from edge.build import trt as trt_api
-from edge.build.config import BuildConfig, pool_bytes, target_cc
-from edge.build.progress import Heartbeat, say
+from edge.builder import placement as pl
+from edge.builder import trt as trt_api
+from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.errors import EdgeError, RunFailed
 from edge.manifest import MANIFEST_VERSION, read_l4t, sha256_file, write_manifest
+from edge.progress import Heartbeat, say
 
 QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
 # Jetson GPU compute capability -> DLA generation, for the offline prediction's rules.
@@ -132,7 +132,7 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
 
 def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, Tuple[int, ...]]:
     """The build shape of every network input: its static shape, or the --shape given for a dynamic one."""
-    from edge.build.graph import parse_shape
+    from edge.graph.model import parse_shape
 
     names = [network.get_input(i).name for i in range(network.num_inputs)]
     given = dict(parse_shape(text, names) for text in shape_texts)
@@ -367,7 +367,7 @@ def _prebuild(
     shapes: Dict[str, Tuple[int, ...]],
     cc: Optional[str],
 ) -> Dict[str, Any]:
-    from edge.build.dla import predict
+    from edge.dla.predict import predict
 
     target = cfg.dla.target or DLA_TARGETS.get(cc or "")
     prediction = None
@@ -393,8 +393,8 @@ def _calibration(
     profile: Any,
     shapes: Dict[str, Tuple[int, ...]],
 ) -> Any:
-    from edge.build.calib_datasets import find_images
-    from edge.build.calibrator import CalibrationFeed, make_calibrator, usable_cache
+    from edge.builder.calibrator import CalibrationFeed, make_calibrator, usable_cache
+    from edge.calib.datasets import find_images
     from edge.runtime.preprocess import Preprocessor
 
     images_dir = cfg.optional_path(cfg.calib.images)
@@ -469,7 +469,7 @@ def _placement(
 
 def _output_shapes(onnx: Path, shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:
     """Static output shapes at the build shape (the network definition leaves them -1 for dynamic inputs)."""
-    from edge.build.graph import is_static, prepare
+    from edge.graph.model import is_static, prepare
 
     try:
         graph = prepare(onnx, shapes)

@@ -18,9 +18,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import numpy as np
 
-from edge.build.calib_datasets import ImageSet
-from edge.build.graph import Graph, model_inputs
+from edge.calib.datasets import ImageSet
 from edge.errors import EdgeError
+from edge.graph.model import Graph, model_inputs
 from edge.lazy import require
 
 BINS = 2048

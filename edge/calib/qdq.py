@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
-from edge.build.graph import Graph, attrs
 from edge.errors import EdgeError
+from edge.graph.model import Graph, attrs
 from edge.lazy import require
 
 MIN_OPSET = 13

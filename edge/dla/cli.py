@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _shapes(args: argparse.Namespace) -> Dict[str, Tuple[int, ...]]:
-    from edge.build.graph import load_model, model_inputs, parse_shape
+    from edge.graph.model import load_model, model_inputs, parse_shape
 
     if not args.shape:
         return {}
@@ -73,14 +73,14 @@ def render(report: Any) -> List[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from edge.build.dla import predict
+    from edge.dla.predict import predict
 
     shapes = _shapes(args)
     report = predict(args.model, args.target, args.trt, shapes, args.precision)
     print("\n".join(render(report)))
     data = report.to_dict()
     if args.fix:
-        from edge.build.dla_fix import fix
+        from edge.dla.fix import fix
 
         out = Path(args.fix)
         if out.resolve() == Path(args.model).resolve():

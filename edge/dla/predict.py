@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from edge.build.dla_rules import RULES, Limits, limits_for
-from edge.build.graph import PASSTHROUGH, Graph, attrs, is_static, prepare
+from edge.dla.rules import RULES, Limits, limits_for
 from edge.errors import EdgeError
+from edge.graph.model import PASSTHROUGH, Graph, attrs, is_static, prepare
 
 DLA, GPU = "DLA", "GPU"
 Broken = Optional[Tuple[str, str]]  # (rule id, the value that broke it) or None when the layer fits
