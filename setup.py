@@ -23,10 +23,13 @@ setup(
     extras_require={
         "test": TEST_REQUIRES,
         "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
+        # The laptop tools: edge dla and edge calib read models with onnx and run them with ONNX Runtime.
+        "host": ["onnx", "onnxruntime", "opencv-python-headless"],
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
-        "dev": [*TEST_REQUIRES, "ruff==0.17.6"],
+        # Checks CI runs besides the tests: lint, the import contract, the strict docs build.
+        "dev": [*TEST_REQUIRES, "ruff==0.17.6", "import-linter", "mkdocs"],
     },
     # The systemd unit for `edge service install`, where a wheel install can find it.
     data_files=[("share/edge/systemd", ["systemd/edge-camera@.service", "systemd/edge-camera.sysusers"])],

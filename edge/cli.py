@@ -35,26 +35,39 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edge", description="Vision models on NVIDIA Jetson with TensorRT and the DLA.")
-    parser.add_argument("--version", action="version", version=f"edge {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def parser() -> argparse.ArgumentParser:
+    """`edge` with every command as a subparser (the docs test parses the documented commands with it)."""
+    top = argparse.ArgumentParser(prog="edge", description="Vision models on NVIDIA Jetson with TensorRT and the DLA.")
+    top.add_argument("--version", action="version", version=f"edge {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main, _prog=f"edge {name}")
-    args = parser.parse_args(argv)
+    return top
+
+
+def entry_parser(command: str, prog: str) -> argparse.ArgumentParser:
+    """The parser of a named entry point (`edge-run` is `edge run`)."""
+    module, help_text = COMMANDS[command]
+    mod = importlib.import_module(module)
+    p = argparse.ArgumentParser(prog=prog, description=help_text)
+    p.add_argument("--version", action="version", version=f"{prog} (edge) {__version__}")
+    mod.add_arguments(p)
+    p.set_defaults(_main=mod.main, _prog=prog)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     return guard(args._prog, args._main, args)
 
 
 def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
     def run(argv: list[str] | None = None) -> int:
-        module, help_text = COMMANDS[command]
-        mod = importlib.import_module(module)
-        parser = argparse.ArgumentParser(prog=prog, description=help_text)
-        mod.add_arguments(parser)
-        return guard(prog, mod.main, parser.parse_args(argv))
+        args = entry_parser(command, prog).parse_args(argv)
+        return guard(prog, args._main, args)
 
     return run
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite, as CI runs it: installs what the tests need, fetches the demo assets, runs pytest.
-#   bash scripts/test.sh            # everything but the GPU tests
+#   bash scripts/test.sh            # everything but the GPU tests (in .venv, made if missing)
 #   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
 # As root on Debian/Ubuntu it also installs the real servers the tests talk to on 127.0.0.1
 # (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg); elsewhere those tests skip and say why.
@@ -17,6 +17,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
 fi
 
+# Outside a virtual environment (a fresh machine; Debian's Python refuses pip there), make and use .venv.
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  source .venv/bin/activate
+fi
 python -m pip install -q -e '.[cv,ort,dev,test]'
 edge assets fetch demo
 python -m pytest -m "not gpu" "$@"

@@ -22,9 +22,6 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
 
-ROW = ("edge.calib.cli", "INT8 calibration with ONNX Runtime: TensorRT calibration cache, Q/DQ ONNX, accuracy report")
-
-
 @pytest.fixture(scope="module")
 def digits_model() -> Path:
     from edge import assets
@@ -38,9 +35,8 @@ def digits_model() -> Path:
 
 
 @pytest.fixture
-def edge_calib(monkeypatch, capsys):
-    """`edge calib ...` through the real `edge` front end, with its COMMANDS row in place; returns (status, out, err)."""
-    monkeypatch.setitem(cli.COMMANDS, "calib", ROW)
+def edge_calib(capsys):
+    """`edge calib ...` through the real `edge` front end; returns (status, out, err)."""
 
     def run(*argv: str):
         status = cli.main(["calib", *argv])
@@ -54,12 +50,8 @@ def edge_calib(monkeypatch, capsys):
 def calibrated(digits_model, tmp_path_factory):
     """One calibration on the last 16 digits, with a cache for TensorRT 8.5 and a Q/DQ model."""
     d = tmp_path_factory.mktemp("calib")
-    cli.COMMANDS["calib"] = ROW
-    try:
-        args = [str(digits_model), "--dataset", "mnist_5k[-16:]", "--trt-version", "8.5", "--cache", str(d / "rec.cache")]
-        assert cli.main(["calib", *args, "--qdq", str(d / "rec.qdq.onnx"), "--keep-fp16", "MatMul.8"]) == 0
-    finally:
-        del cli.COMMANDS["calib"]
+    args = [str(digits_model), "--dataset", "mnist_5k[-16:]", "--trt-version", "8.5", "--cache", str(d / "rec.cache")]
+    assert cli.main(["calib", *args, "--qdq", str(d / "rec.qdq.onnx"), "--keep-fp16", "MatMul.8"]) == 0
     return d
 
 

@@ -176,7 +176,11 @@ class Runner:
         """Start sampling; with an idle baseline, measure idle power before the first frame."""
         tel = self.cfg.telemetry
         self.sampler.start()
-        log.info("telemetry: %s", self.sampler.choice_reason)
+        sampler = self.sampler
+        # One short line; why each backend was skipped can run to hundreds of characters, so it goes to debug.
+        tried = f" ({', '.join(sampler.skipped)} not available here)" if sampler.skipped else ""
+        log.info("telemetry: %s%s", sampler.backend_name, tried)
+        log.debug("telemetry: %s", sampler.choice_reason)
         if tel.idle_baseline_s <= 0:
             return None
         print(f"edge-run: measuring idle power for {tel.idle_baseline_s:g} s", file=sys.stderr, flush=True)

@@ -18,7 +18,7 @@ import collections
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from edge.errors import EdgeError, MissingDependency
 from edge.telemetry.backend import Backend, NullBackend, TelemetryUnavailable
@@ -36,12 +36,20 @@ DEFAULT_CAPACITY = 36_000  # one hour at 10 Hz
 
 
 class Sampler:
-    def __init__(self, backend: Backend, interval_s: float = 0.1, capacity: int = DEFAULT_CAPACITY, choice_reason: str = ""):
+    def __init__(
+        self,
+        backend: Backend,
+        interval_s: float = 0.1,
+        capacity: int = DEFAULT_CAPACITY,
+        choice_reason: str = "",
+        skipped: Tuple[str, ...] = (),
+    ):
         if interval_s <= 0:
             raise EdgeError(f"telemetry interval_s={interval_s} must be > 0 (for example 0.1 for 10 Hz)")
         self.backend = backend
         self.interval_s = interval_s
         self.choice_reason = choice_reason
+        self.skipped = skipped  # backends auto tried first and could not open
         self.overruns = 0
         self.errors = 0
         self.last_error: Optional[str] = None
@@ -189,11 +197,13 @@ def open_sampler(backend: str = "auto", interval_s: float = 0.1, capacity: int =
         chosen = make_backend(backend, interval_s, **opts)
         chosen.open()
         return Sampler(chosen, interval_s, capacity, choice_reason=f"{backend}: asked for")
-    skipped = []
+    skipped: List[str] = []
+    reasons: List[str] = []
     for name in AUTO_ORDER:
         candidate = make_backend(name, interval_s, **opts)
         why_not = _try_open(candidate)
         if why_not is None:
-            return Sampler(candidate, interval_s, capacity, choice_reason="; ".join([f"auto picked {name}"] + skipped))
-        skipped.append(f"{name} skipped ({why_not})")
-    return Sampler(NullBackend(), interval_s, capacity, choice_reason="; ".join(["auto picked none"] + skipped))
+            return Sampler(candidate, interval_s, capacity, "; ".join([f"auto picked {name}"] + reasons), tuple(skipped))
+        skipped.append(name)
+        reasons.append(f"{name} skipped ({why_not})")
+    return Sampler(NullBackend(), interval_s, capacity, "; ".join(["auto picked none"] + reasons), tuple(skipped))
