@@ -22,6 +22,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
 
+
 @pytest.fixture(scope="module")
 def digits_model() -> Path:
     from edge import assets
