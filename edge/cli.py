@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from edge import __version__
-from edge.errors import guard
+from edge.errors import LEVELS, guard, setup_logging
 
 # name -> (module, one-line help). A command is a module; adding one is a row here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod.add_arguments(p)
+        _add_log_level(p)
         p.set_defaults(_main=mod.main, _prog=f"edge {name}")
     return top
 
@@ -55,19 +56,29 @@ def entry_parser(command: str, prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=help_text)
     p.add_argument("--version", action="version", version=f"{prog} (edge) {__version__}")
     mod.add_arguments(p)
+    _add_log_level(p)
     p.set_defaults(_main=mod.main, _prog=prog)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _add_log_level(p: argparse.ArgumentParser) -> None:
+    """Every command takes --log-level (the guard's "run with --log-level debug" must always work)."""
+    if "--log-level" not in p._option_string_actions:
+        p.add_argument("--log-level", choices=LEVELS, default="info", help="how much to log (debug shows tracebacks)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args._prog.replace(" ", "-"), getattr(args, "log_level", None))
     return guard(args._prog, args._main, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _run(parser().parse_args(argv))
 
 
 def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
     def run(argv: list[str] | None = None) -> int:
-        args = entry_parser(command, prog).parse_args(argv)
-        return guard(prog, args._main, args)
+        return _run(entry_parser(command, prog).parse_args(argv))
 
     return run
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -150,22 +151,13 @@ def load_dataclass(
 
     Returns (instance, origin). If the schema has a ``base_dir`` field it is set to the config file's folder.
     """
-    import yaml
-
     data: dict[str, Any] = {}
     origin = "command line"  # no file: the keys came from flags and --set
     base = Path.cwd()
     if path is not None:
         p = Path(path)
         origin = str(p)
-        if not p.is_file():
-            raise ConfigError(f"{p}: config file not found; pass an existing YAML file (e.g. configs/demo.yaml)")
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        loaded = load_yaml_file(p)
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(loaded).__name__}")
         data = loaded or {}
@@ -173,14 +165,71 @@ def load_dataclass(
     for item in overrides or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"override '{item}': expected KEY.PATH=VALUE, e.g. source.uri=video.mp4")
-        _set_key(data, key.strip(), yaml.safe_load(raw) if raw.strip() else None)
+            raise ConfigError(f"--set {short(item)}: expected KEY.PATH=VALUE, e.g. source.uri=video.mp4")
+        _set_key(data, key.strip(), load_yaml(raw, f"--set {key.strip()}") if raw.strip() else None)
     for key, value in (values or {}).items():
         _set_key(data, key, value)
     cfg = _build(schema, data, origin, "")
     if hasattr(cfg, "base_dir"):
         cfg.base_dir = base
     return cfg, origin
+
+
+# A config never needs more than a handful of YAML aliases; a few hundred bytes of nested aliases expand to
+# gigabytes when walked or printed ("billion laughs"), so more than this is refused before anything walks it.
+MAX_ALIASES = 16
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def load_yaml(text: str, origin: str) -> Any:
+    """YAML with the safe loader, at most MAX_ALIASES aliases, errors as one ConfigError line naming ``origin``."""
+    import yaml
+
+    class _Bounded(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise ConfigError(f"{origin}: more than {MAX_ALIASES} YAML aliases (*name); write the values out")
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(text, Loader=_Bounded)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{origin}: not valid YAML{where}: {short(getattr(exc, 'problem', None) or exc, 160)}") from None
+    except RecursionError:
+        raise ConfigError(f"{origin}: YAML nested too deeply") from None
+
+
+def load_yaml_file(path: Path) -> Any:
+    """A YAML file read as UTF-8 (size-capped), or one ConfigError line saying what is wrong with it."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; pass an existing YAML file (e.g. configs/demo.yaml)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes is too large for a config file (at most {MAX_CONFIG_BYTES})")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
+    return load_yaml(text, str(path))
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """A bounded repr for error messages: never more than about ``limit`` characters of a value."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother, r.maxlist, r.maxdict = 3, limit, limit, 8, 8
+    text = r.repr(value)
+    return text if len(text) <= limit + 20 else text[:limit] + "…"
 
 
 def _set_key(data: dict, key: str, value: Any) -> None:
@@ -195,7 +244,7 @@ def _set_key(data: dict, key: str, value: Any) -> None:
 
 def _build(cls: type, data: Any, origin: str, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: key '{prefix.rstrip('.') or '<top>'}': expected a mapping of keys, got {data!r}")
+        raise ConfigError(f"{origin}: key '{prefix.rstrip('.') or '<top>'}': expected a mapping of keys, got {short(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     unknown = [k for k in data if k not in fields]
@@ -218,12 +267,12 @@ def _describe(tp: Any) -> str:
         return f"a list of {_describe(typing.get_args(tp)[0])}"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+    return {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}.get(tp, str(tp))
 
 
 def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
     def fail() -> ConfigError:
-        return ConfigError(f"{origin}: key '{key}': expected {_describe(tp)}, got {value!r}")
+        return ConfigError(f"{origin}: key '{key}': expected {_describe(tp)}, got {short(value)}")
 
     org = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
@@ -260,7 +309,7 @@ def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
             return value
         raise fail()
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
         raise fail()
     if tp is str:
@@ -271,7 +320,7 @@ def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
 
 
 def _bad(origin: str, key: str, expected: str, value: Any) -> ConfigError:
-    return ConfigError(f"{origin}: key '{key}': expected {expected}, got {value!r}")
+    return ConfigError(f"{origin}: key '{key}': expected {expected}, got {short(value)}")
 
 
 def check_onnx_source(cfg: Any, origin: str) -> None:

@@ -1,14 +1,20 @@
-"""User-facing errors.
+"""User-facing errors, and the guard every command runs under.
 
-The CLI prints the message of an ``EdgeError`` as one line and exits with its ``exit_code``;
-anything else is a bug and keeps its traceback.
+The guard prints an ``EdgeError`` as one line and exits with its ``exit_code`` (2 for bad input, 1 for a run that
+started and could not go on). Anything else is a bug: one line naming it and "run with --log-level debug for
+details", never a traceback unless asked for. Every line is redacted (no passwords) and kept short.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
-from typing import Callable
+import traceback
+from typing import Callable, Optional
+
+LEVELS = ("debug", "info", "warning", "error")
 
 
 class EdgeError(Exception):
@@ -31,13 +37,66 @@ class RunFailed(EdgeError):
     exit_code = 1
 
 
+def one_line(text: object, limit: int = 600) -> str:
+    """``text`` as one printable line of at most about ``limit`` characters (control characters escaped)."""
+    s = str(text)
+    if any(ord(c) < 32 or ord(c) == 127 for c in s):
+        s = "".join(c if 32 <= ord(c) != 127 else repr(c)[1:-1] for c in s)
+    if len(s) > limit:
+        s = f"{s[:limit]}… ({len(s) - limit} more characters)"
+    return s
+
+
+def setup_logging(prog: str, level: Optional[str] = None) -> None:
+    """One stderr handler for the process: ``prog: LEVEL name: message``, redacted."""
+    from edge.redact import RedactingFormatter
+
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_edge", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter(f"{prog}: %(levelname)s %(name)s: %(message)s"))
+    handler._edge = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel((level or "info").upper())
+
+
 def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run a command's ``main``: an EdgeError becomes one line on stderr and its exit status."""
+    """Run a command's ``main`` and turn every way it can end into an exit status and at most one line."""
+    from edge.redact import redact
+
+    debug = getattr(args, "log_level", None) == "debug" or bool(os.environ.get("EDGE_DEBUG"))
+
+    def say(message: str) -> None:
+        try:
+            print(f"{prog}: {one_line(redact(message))}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass  # stderr is gone too
+
     try:
         return fn(args)
     except EdgeError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        say("interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly as cat does, and keep Python from complaining at exit.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except MemoryError:
+        say("error: out of memory; the input is larger than this machine can hold (see --help for size limits)")
+        return 1
+    except Exception as exc:  # a bug: say so in one line; the traceback only when asked for
+        if debug:
+            sys.stderr.write(redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        say(
+            f"error: unexpected {type(exc).__name__}: {exc} (a bug in edge; run with --log-level debug for details and report it)"
+        )
+        return 1

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from edge.errors import EdgeError
+from edge.outputs import settle, strict_json, write_atomic
 
 MANIFEST_VERSION = 1
 REQUIRED = ("manifest_version", "engine", "tensorrt", "device", "dla", "io")
@@ -65,20 +65,22 @@ def read_l4t(path: str | Path = "/etc/nv_tegra_release") -> Optional[Dict[str, s
     return {"l4t": l4t, "jetpack": L4T_TO_JETPACK.get(f"{major}.{rev}", "unknown")}
 
 
-def write_manifest(engine: str | Path, data: Dict[str, Any]) -> Path:
-    """Write the sidecar atomically; ``data`` must hold the required sections."""
+def manifest_text(data: Dict[str, Any]) -> str:
+    """The sidecar's content; ``data`` must hold the required sections."""
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ValueError(f"manifest lacks {', '.join(missing)}")  # a bug in the writer, not user input
-    out = manifest_path(engine)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, out)
-    return out
+    return json.dumps(strict_json(data), indent=2, sort_keys=False) + "\n"
+
+
+def write_manifest(engine: str | Path, data: Dict[str, Any]) -> Path:
+    """Write the sidecar alone, atomically (edge-build commits it together with the engine instead)."""
+    return write_atomic(manifest_path(engine), manifest_text(data))
 
 
 def read_manifest(engine: str | Path) -> Dict[str, Any]:
     """The manifest of an engine, checked for shape; a missing or damaged one is an EdgeError naming the file."""
+    settle(engine)  # a build killed while committing the pair: finish it first
     path = manifest_path(engine)
     if not path.is_file():
         raise EdgeError(f"engine '{engine}': no manifest {path.name} beside it; rebuild with edge-build, which writes it")

@@ -9,6 +9,7 @@ serialised it, its manifest and the placement report, each under a temporary nam
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,8 @@ from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.errors import EdgeError, RunFailed
-from edge.manifest import MANIFEST_VERSION, read_l4t, sha256_file, write_manifest
+from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, read_l4t, sha256_file
+from edge.outputs import Staged, atomic_open, commit_together, settle, write_atomic
 from edge.progress import Heartbeat, say
 
 QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
@@ -256,15 +258,9 @@ def _console(level: str, msg: str) -> None:
         say(f"TensorRT {level.lower()}: {msg.splitlines()[0]}")
 
 
-def _atomic_bytes(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def _log_file(path: Path) -> Any:
+    """TensorRT's verbose log, written through the atomic-write path as the build goes (kept when it fails too)."""
+    return atomic_open(path, text=True)
 
 
 def build(cfg: BuildConfig) -> BuildResult:
@@ -273,8 +269,9 @@ def build(cfg: BuildConfig) -> BuildResult:
     onnx = model_path(cfg)
     out = engine_path(cfg, onnx)
     trt = trt_api.load()
+    settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
     with ExitStack() as stack:
-        log_file = stack.enter_context(open(cfg.resolve_path(cfg.log), "w")) if cfg.log else None
+        log_file = stack.enter_context(_log_file(cfg.resolve_path(cfg.log))) if cfg.log else None
         sink = stack.enter_context(trt_api.capture(log_file, _console))
         builder = trt.Builder(trt_api.logger())
         caps = trt_api.detect(trt, builder)
@@ -306,17 +303,24 @@ def build(cfg: BuildConfig) -> BuildResult:
             errors = [m.splitlines()[0] for level, m in sink.lines if level == "ERROR"]
             raise RunFailed(f"TensorRT could not build the engine: {'; '.join(errors[-3:]) or 'no error logged'}")
         if timing is not None:
-            _atomic_bytes(timing, config.get_timing_cache().serialize())
-        _atomic_bytes(out, serialized)
-        placement = _placement(trt, bytes(serialized), sink.lines, cfg.dla.core, prebuild)
-        size, digest = out.stat().st_size, sha256_file(out)
+            write_atomic(timing, bytes(config.get_timing_cache().serialize()))
+        engine_bytes = bytes(serialized)  # byte for byte what TensorRT wrote; metadata goes in the sidecar
+        placement = _placement(trt, engine_bytes, sink.lines, cfg.dla.core, prebuild)
+        size, digest = len(engine_bytes), hashlib.sha256(engine_bytes).hexdigest()
         seconds = time.monotonic() - started
-        manifest = write_manifest(
-            out,
-            _manifest(trt, cfg, caps, p, network, shapes, out, size, digest, onnx, gpu_name, cc, started_at, seconds),
-        )
+        data = _manifest(trt, cfg, caps, p, network, shapes, out, size, digest, onnx, gpu_name, cc, started_at, seconds)
         report = report_path(out)
-        pl.write_report(report, placement)
+        files = [(out, engine_bytes), (manifest_path(out), manifest_text(data)), (report, pl.report_text(placement))]
+        staged = [Staged(path) for path, _ in files]
+        try:
+            for s, (_, content) in zip(staged, files):
+                s.write(content.encode() if isinstance(content, str) else content)
+        except BaseException:
+            for s in staged:
+                s.discard()
+            raise
+        commit_together(staged)  # a kill at any moment leaves the old engine+manifest+report or the new ones
+        manifest = manifest_path(out)
         warned = sum(1 for level, _ in sink.lines if level == "WARNING")
     return BuildResult(out, manifest, report, size, digest, seconds, caps, p, placement, cc, warned, p.notes)
 

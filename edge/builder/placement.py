@@ -9,11 +9,12 @@ network layer plus the offline prediction of ``edge dla``). The report says whic
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from edge.outputs import strict_json, write_atomic
 
 DLA, GPU = "DLA", "GPU"
 SUBGRAPHS_PER_CORE = 16  # loadables resident per DLA core; TensorRT sends the surplus to the GPU
@@ -338,8 +339,11 @@ def render(placement: Placement, width: int = 56) -> List[str]:
     return lines
 
 
+def report_text(placement: Placement) -> str:
+    """The placement report file's content (strict JSON)."""
+    return json.dumps(strict_json(placement.to_dict()), indent=2) + "\n"
+
+
 def write_report(path: Path, placement: Placement) -> None:
-    """Beside the engine, written under a temporary name and renamed."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(placement.to_dict(), indent=2) + "\n")
-    os.replace(tmp, path)
+    """Beside the engine, through the atomic-write path."""
+    write_atomic(path, report_text(placement))

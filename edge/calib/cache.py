@@ -12,7 +12,6 @@ checks the header and the tensor names itself and says what is wrong.
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from edge.errors import EdgeError
+from edge.outputs import write_atomic
 
 ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
 _HEADER = re.compile(r"^TRT-(\d+)-(\w+)$")
@@ -103,8 +103,5 @@ def read_cache(path: str | Path) -> CalibrationCache:
 
 
 def write_cache(path: str | Path, cache: CalibrationCache) -> None:
-    """Write beside the target and rename, so a failed write never replaces a good cache."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(cache.to_bytes())
-    os.replace(tmp, p)
+    """Through the atomic-write path, so a failed write never replaces a good cache."""
+    write_atomic(path, cache.to_bytes())

@@ -9,7 +9,6 @@ is the INT8 simulation behind the accuracy report.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
@@ -18,6 +17,7 @@ import numpy as np
 from edge.errors import EdgeError
 from edge.graph.model import Graph, attrs
 from edge.lazy import require
+from edge.outputs import write_atomic
 
 MIN_OPSET = 13
 MIN_SCALE = 1e-8  # an all-zero tensor or channel still needs a positive scale
@@ -153,16 +153,10 @@ def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] 
 
 
 def save(model: Any, path: str | Path) -> None:
-    """Check and write the model beside ``path``, then rename, so a failed write never leaves half a file."""
+    """Check the model, then write it through the atomic-write path."""
     onnx = require("onnx", "writing a Q/DQ model")
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise EdgeError(f"--qdq: the Q/DQ model does not pass the ONNX checker ({str(exc).splitlines()[0]})") from None
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        onnx.save(model, str(tmp))
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, model.SerializeToString())

@@ -124,12 +124,9 @@ def _command_json(option: str, text: Optional[str]) -> List[str]:
 
 
 def _engine_name_in_config(config: Path) -> object:
-    import yaml
+    from edge.config import load_yaml_file
 
-    try:
-        data = yaml.safe_load(config.read_text())
-    except yaml.YAMLError as exc:
-        raise EdgeError(f"{config}: not valid YAML: {exc}") from None
+    data = load_yaml_file(config)
     model = data.get("model") if isinstance(data, dict) else None
     return model.get("engine") if isinstance(model, dict) else None
 

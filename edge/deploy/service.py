@@ -13,12 +13,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from edge.deploy.target import NAME_RE
 from edge.errors import EdgeError, RunFailed
+from edge.outputs import write_atomic
 
 UNIT = "edge-camera@.service"
 SYSUSERS = "edge-camera.sysusers"
@@ -47,12 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _write(path: Path, text: str, mode: int = 0o644) -> Callable[[], None]:
     def do() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Write beside and rename, so a running systemd never reads half a unit or config.
-        fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, str(path))
+        write_atomic(path, text, mode=mode)  # a running systemd never reads half a unit or config
 
     return do
 

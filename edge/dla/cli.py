@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
-
-from edge.errors import EdgeError
 
 TRT_CHOICES = ("8.5", "10.3", "10.7", "11.4")  # dla_rules.TRT_VERSIONS, repeated so --help imports nothing heavy
 
@@ -74,7 +71,9 @@ def render(report: Any) -> List[str]:
 
 def main(args: argparse.Namespace) -> int:
     from edge.dla.predict import predict
+    from edge.outputs import check_outputs, write_atomic, write_json
 
+    check_outputs({"--json": args.json, "--fix": args.fix}, {"MODEL": args.model})
     shapes = _shapes(args)
     report = predict(args.model, args.target, args.trt, shapes, args.precision)
     print("\n".join(render(report)))
@@ -83,10 +82,8 @@ def main(args: argparse.Namespace) -> int:
         from edge.dla.fix import fix
 
         out = Path(args.fix)
-        if out.resolve() == Path(args.model).resolve():
-            raise EdgeError("--fix must write a new file, not overwrite the input model")
         result = fix(args.model, args.target, args.trt, shapes, args.precision)
-        out.write_bytes(result.model.SerializeToString())
+        write_atomic(out, result.model.SerializeToString())
         print(f"\n--fix wrote {out}:")
         keys = ("gpu_nodes", "subgraphs", "transitions", "gpu_islands", "dla_flops_share", "dynamic_inputs")
         for step in result.steps:
@@ -98,5 +95,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"  ONNX Runtime on random input: outputs unchanged (max abs diff {worst:.3g})")
         data["fix"] = {"output": str(out), **result.to_dict(), "after": result.report.summary() if result.report else None}
     if args.json:
-        Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, data)
     return 0

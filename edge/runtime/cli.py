@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 
@@ -75,7 +74,7 @@ _PATH_FLAGS = {"model", "engine", "results", "video", "summary_json"}
 
 def main(args: argparse.Namespace) -> int:
     from edge.config import load_config
-    from edge.errors import ConfigError
+    from edge.errors import ConfigError, setup_logging
     from edge.runtime.runner import check, run
 
     if not args.config and not args.model and not args.engine:
@@ -99,5 +98,5 @@ def main(args: argparse.Namespace) -> int:
         # FFmpeg inside OpenCV prints its own lines for every failed connection; our error says it once.
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "8")
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
-    logging.basicConfig(level=cfg.logging.level.upper(), format="edge-run: %(levelname)s %(name)s: %(message)s")
+    setup_logging("edge-run", cfg.logging.level)
     return check(cfg) if args.check else run(cfg)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -12,7 +10,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edge.errors import EdgeError
+from edge.errors import EdgeError, RunFailed
+from edge.outputs import write_json
+from edge.redact import redact_data
 from edge.runtime.backends import create_backend
 from edge.runtime.metrics import format_summary
 from edge.runtime.model import pick_input, preprocess_spec
@@ -38,12 +38,6 @@ def _source_fps(source: Any) -> float:
     return 30.0
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 class Runner:
     """Owns everything a run opens, and closes it whatever happens."""
 
@@ -52,6 +46,7 @@ class Runner:
         self.stop_event = threading.Event()
         self.backend = self.source = self.sampler = None
         self.sinks: list = []
+        self.close_error: Optional[EdgeError] = None
         try:
             self._open()
         except BaseException:
@@ -101,8 +96,12 @@ class Runner:
         for sink in self.sinks:
             try:
                 note = sink.close(failed=failed)
+            except EdgeError as exc:  # e.g. the video read back short: the run failed, the old file is kept
+                note = str(exc)
+                self.close_error = self.close_error or exc
             except OSError as exc:
                 note = f"{sink.name}: close failed: {exc}"
+                self.close_error = self.close_error or RunFailed(f"sink '{sink.name}': close failed: {exc}")
             if note:
                 notes.append(note)
         if self.sampler is not None:
@@ -168,9 +167,9 @@ class Runner:
             "source": self.source.info(),
             "telemetry": telemetry,
             "outputs": notes,
-            "error": str(p.error) if p.error else None,
+            "error": str(p.error or self.close_error) if (p.error or self.close_error) else None,
         }
-        return summary, p.error
+        return summary, p.error or self.close_error
 
     def _start_telemetry(self) -> Optional[float]:
         """Start sampling; with an idle baseline, measure idle power before the first frame."""
@@ -288,7 +287,7 @@ def run(cfg: Any) -> int:
     else:
         print(f"telemetry: {tel['backend']} (no power readings)")
     if cfg.sinks.summary_json:
-        write_json_atomic(cfg.resolve_path(cfg.sinks.summary_json), summary)
+        write_json(cfg.resolve_path(cfg.sinks.summary_json), redact_data(summary))
     if error is not None:
         raise error
     return 0

@@ -1,8 +1,9 @@
 """Where results go: JSONL (one line per frame), an annotated video, a display window.
 
-Files are written beside their target under a temporary name and renamed into place when the run ends, so
-an interrupted or failed run never replaces a good file from an earlier run. When a sink's own write fails
-(disk full, unwritable path) the run stops and what was written is kept as ``<name>.partial``.
+Files go through the atomic-write path (``edge.outputs``): written beside their target under a temporary name and
+renamed into place when the run ends, so an interrupted or failed run never replaces a good file from an earlier
+run. When the results sink's own write fails (disk full, a file-size limit) the run stops and the complete lines are
+kept as ``<name>.partial``.
 """
 
 from __future__ import annotations
@@ -15,21 +16,9 @@ from typing import Any, List, Optional
 import numpy as np
 
 from edge.errors import EdgeError, RunFailed
+from edge.outputs import Staged, strict_json
 from edge.runtime.postprocess import Result
 from edge.runtime.sources import Frame
-
-
-def _staging_name(path: Path) -> Path:
-    # Keep the extension last: OpenCV picks the container from it.
-    return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
-
-
-def _check_writable(path: Path, what: str) -> None:
-    parent = path.parent
-    if not parent.is_dir():
-        raise EdgeError(f"{what} '{path}': folder {parent} does not exist; create it or choose another path")
-    if not os.access(parent, os.W_OK):
-        raise EdgeError(f"{what} '{path}': folder {parent} is not writable")
 
 
 class Sink:
@@ -49,42 +38,38 @@ class JsonlSink(Sink):
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
-        _check_writable(self.path, "results file")
-        self.staging = _staging_name(self.path)
-        self.fd = os.open(self.staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.staged = Staged(self.path)
         self.lines = 0
         self.good_bytes = 0  # the file's size after the last complete line
         self.broken = False
 
     def write(self, frame: Frame, result: Result, record: dict, annotated: Optional[np.ndarray]) -> None:
-        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        # Strict JSON (no NaN), unbuffered: a kill leaves whole lines; a failed write is cut back to the last one.
+        data = (json.dumps(strict_json(record), separators=(",", ":")) + "\n").encode()
         try:
-            # Unbuffered: a kill leaves whole lines behind; a failed write is cut back to the last whole line.
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
-        except OSError as exc:
+            self.staged.write(data)
+        except EdgeError as exc:
             self.broken = True
-            os.ftruncate(self.fd, self.good_bytes)
-            raise RunFailed(
-                f"sink 'results' ({self.path}): write failed: {exc.strerror or exc}; {self.lines} complete lines kept in {self.path}.partial"
-            ) from None
+            os.ftruncate(self.staged.fd, self.good_bytes)
+            raise RunFailed(f"sink 'results': {exc}; {self.lines} complete lines kept in {self.path}.partial") from None
         self.good_bytes += len(data)
         self.lines += 1
 
     def close(self, failed: bool = False) -> Optional[str]:
-        os.close(self.fd)
         if failed and self.lines == 0 and not self.broken:
-            self.staging.unlink()  # nothing to keep; an earlier run's file stays as it was
+            self.staged.discard()  # nothing to keep; an earlier run's file stays as it was
             return None
         if self.broken:
-            os.replace(self.staging, f"{self.path}.partial")
+            self.staged.keep_as(f"{self.path}.partial")
             return f"results: {self.lines} lines kept in {self.path}.partial"
-        os.replace(self.staging, self.path)
+        self.staged.commit()
         return f"results: {self.lines} lines -> {self.path}"
 
 
 class VideoSink(Sink):
+    """The annotated video. OpenCV's writer reports no write errors, so the finished file is read back (frame count)
+    before it replaces anything: a full disk or a file-size limit leaves the previous video intact and fails the run."""
+
     name = "video"
     wants_image = True
     _FOURCC = {".mp4": "mp4v", ".avi": "MJPG", ".mkv": "MJPG", ".mov": "mp4v"}
@@ -93,8 +78,7 @@ class VideoSink(Sink):
         self.path = Path(path)
         if self.path.suffix.lower() not in self._FOURCC:
             raise EdgeError(f"video file '{path}': unsupported extension; use one of {', '.join(self._FOURCC)}")
-        _check_writable(self.path, "video file")
-        self.staging = _staging_name(self.path)
+        self.staged = Staged(self.path)  # OpenCV opens the temp by name; the extension stays last
         self.fps = fps
         self.writer = None
         self.frames = 0
@@ -105,19 +89,34 @@ class VideoSink(Sink):
         if self.writer is None:
             h, w = annotated.shape[:2]
             fourcc = cv2.VideoWriter_fourcc(*self._FOURCC[self.path.suffix.lower()])
-            self.writer = cv2.VideoWriter(str(self.staging), fourcc, self.fps, (w, h))
+            self.writer = cv2.VideoWriter(str(self.staged.tmp), fourcc, self.fps, (w, h))
             if not self.writer.isOpened():
                 raise RunFailed(f"sink 'video' ({self.path}): OpenCV cannot open a writer for it; try an .avi path")
         self.writer.write(annotated)
         self.frames += 1
 
+    def _written_frames(self) -> int:
+        import cv2
+
+        cap = cv2.VideoCapture(str(self.staged.tmp))
+        try:
+            return int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if cap.isOpened() else 0
+        finally:
+            cap.release()
+
     def close(self, failed: bool = False) -> Optional[str]:
         if self.writer is None:
+            self.staged.discard()
             return None
         self.writer.release()
-        if not self.staging.exists() or self.staging.stat().st_size == 0:
-            return f"video: nothing written to {self.path}"
-        os.replace(self.staging, self.path)
+        written = self._written_frames()
+        if written < self.frames:
+            self.staged.discard()
+            raise RunFailed(
+                f"sink 'video' ({self.path}): the finished file holds {written} of {self.frames} frames (disk full or a "
+                "file-size limit?); the previous video, if any, is unchanged"
+            )
+        self.staged.commit()
         return f"video: {self.frames} frames -> {self.path}"
 
 

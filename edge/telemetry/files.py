@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
 from edge.errors import EdgeError
+from edge.outputs import strict_json, write_atomic, write_json
 from edge.telemetry.sample import Sample
 
 JSONL_NAME = "telemetry.jsonl"
@@ -22,23 +21,8 @@ CSV_NAME = "telemetry.csv"
 META_NAME = "telemetry_meta.json"
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write ``data`` to a temp file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
-
-
 def write_jsonl(samples: Iterable[Sample], path: str | Path) -> Path:
-    return write_atomic(path, "".join(json.dumps(s.to_dict()) + "\n" for s in samples))
+    return write_atomic(path, "".join(json.dumps(strict_json(s.to_dict())) + "\n" for s in samples))
 
 
 def write_csv(samples: Iterable[Sample], path: str | Path) -> Path:
@@ -54,7 +38,7 @@ def write_csv(samples: Iterable[Sample], path: str | Path) -> Path:
 
 
 def write_meta(meta: Dict[str, Any], path: str | Path) -> Path:
-    return write_atomic(path, json.dumps(meta, indent=2, default=str) + "\n")
+    return write_json(path, json.loads(json.dumps(meta, default=str)))
 
 
 def read_jsonl(path: str | Path) -> List[Sample]:

@@ -21,8 +21,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from edge.errors import EdgeError
 from edge.lazy import require
+from edge.outputs import write_atomic
 from edge.telemetry.energy import energy_summary
-from edge.telemetry.files import JSONL_NAME, META_NAME, read_jsonl, write_atomic
+from edge.telemetry.files import JSONL_NAME, META_NAME, read_jsonl
 from edge.telemetry.sample import Sample
 
 FRAMES_NAME = "results.jsonl"
