@@ -11,9 +11,10 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from edge import __version__
-from edge.errors import LEVELS, guard, setup_logging
+from edge.errors import LEVELS, guard, one_line, setup_logging
 
 # name -> (module, one-line help). A command is a module; adding one is a row here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,9 +36,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (the usage is one --help away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
     """`edge` with every command as a subparser (the docs test parses the documented commands with it)."""
-    top = argparse.ArgumentParser(prog="edge", description="Vision models on NVIDIA Jetson with TensorRT and the DLA.")
+    top = _Parser(prog="edge", description="Vision models on NVIDIA Jetson with TensorRT and the DLA.")
     top.add_argument("--version", action="version", version=f"edge {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():
@@ -53,7 +61,7 @@ def entry_parser(command: str, prog: str) -> argparse.ArgumentParser:
     """The parser of a named entry point (`edge-run` is `edge run`)."""
     module, help_text = COMMANDS[command]
     mod = importlib.import_module(module)
-    p = argparse.ArgumentParser(prog=prog, description=help_text)
+    p = _Parser(prog=prog, description=help_text)
     p.add_argument("--version", action="version", version=f"{prog} (edge) {__version__}")
     mod.add_arguments(p)
     _add_log_level(p)

@@ -7,6 +7,7 @@ path and what was expected. CLI flags override keys through ``key.path=value`` s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -14,7 +15,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Literal, Optional, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Union
 
 from edge.errors import ConfigError
 
@@ -114,7 +115,35 @@ class LoggingConfig:
 
 
 @dataclass
-class RunConfig:
+class FileConfig:
+    """Where a loaded config came from: the folder its relative paths start at, the file, and which keys flags set."""
+
+    base_dir: Path = field(default_factory=Path.cwd, metadata={"internal": True})
+    config_file: Optional[Path] = field(default=None, metadata={"internal": True})
+    flags: Dict[str, str] = field(default_factory=dict, metadata={"internal": True})  # key -> the flag that set it
+
+    def resolve_path(self, value: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    def optional_path(self, value: Optional[str]) -> Optional[Path]:
+        return None if value is None else self.resolve_path(value)
+
+    def name_of(self, key: str) -> str:
+        """How to name a key in a message: the flag that set it, or the key in its file."""
+        if key in self.flags:
+            return self.flags[key]
+        return f"key '{key}'" + (f" in {self.config_file}" if self.config_file else "")
+
+    def settings(self) -> Dict[str, Any]:
+        """The keys and values as plain data (for manifests and summaries), without the internal fields."""
+        internal = {f.name for f in dataclasses.fields(FileConfig)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
+
+
+@dataclass
+class RunConfig(FileConfig):
     model: ModelConfig = field(default_factory=ModelConfig)
     backend: Literal["auto", "onnxruntime", "tensorrt"] = "auto"  # auto: tensorrt when only model.engine is set
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -128,20 +157,44 @@ class RunConfig:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-    base_dir: Path = field(default_factory=Path.cwd, metadata={"internal": True})
-
-    def resolve_path(self, value: str) -> Path:
-        """A path from the config, relative to the config file's folder."""
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None, values: dict[str, Any] | None = None) -> RunConfig:
+def load_config(
+    path: str | Path | None,
+    overrides: list[str] | None = None,
+    values: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> RunConfig:
     """Load a run config (or the defaults when ``path`` is None), then apply ``key.path=value`` strings
-    (values parsed as YAML) and ``values`` ({"key.path": python value}, from dedicated CLI flags)."""
-    cfg, origin = load_dataclass(RunConfig, path, overrides, values)
-    _check(cfg, origin)
+    (values parsed as YAML) and ``values`` ({"key.path": python value}, from dedicated CLI flags).
+
+    ``flags`` maps a key to the flag that set it ({"pipeline.duration_s": "--duration"}): an error about that key
+    then names the flag, not the file.
+    """
+    with flag_errors(flags, values):
+        cfg, origin = load_dataclass(RunConfig, path, overrides, values)
+        cfg.flags = {k: f for k, f in (flags or {}).items() if k in (values or {})}
+        _check(cfg, origin)
     return cfg
+
+
+def key_error(origin: str, key: str, detail: str) -> ConfigError:
+    """The error for one key: ``origin: key 'a.b': detail`` (renamed to the flag's name where a flag set it)."""
+    return ConfigError(f"{origin}: key '{key}': {detail}", key=key, detail=detail)
+
+
+@contextlib.contextmanager
+def flag_errors(flags: dict[str, str] | None, values: dict[str, Any] | None) -> Iterator[None]:
+    """Report an error about a key that a flag set under the flag's name: ``--duration nan: expected ...``."""
+    try:
+        yield
+    except ConfigError as exc:
+        flag = (flags or {}).get(exc.key or "")
+        if flag is None or exc.key not in (values or {}):
+            raise
+        value = (values or {})[exc.key]
+        given = flag if isinstance(value, bool) or flag.isupper() else f"{flag} {short(value, 80)}"
+        raise ConfigError(f"{given}: {exc.detail}", key=exc.key, detail=exc.detail) from None
 
 
 def load_dataclass(
@@ -170,8 +223,9 @@ def load_dataclass(
     for key, value in (values or {}).items():
         _set_key(data, key, value)
     cfg = _build(schema, data, origin, "")
-    if hasattr(cfg, "base_dir"):
+    if isinstance(cfg, FileConfig):
         cfg.base_dir = base
+        cfg.config_file = Path(path) if path is not None else None
     return cfg, origin
 
 
@@ -272,7 +326,7 @@ def _describe(tp: Any) -> str:
 
 def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
     def fail() -> ConfigError:
-        return ConfigError(f"{origin}: key '{key}': expected {_describe(tp)}, got {short(value)}")
+        return key_error(origin, f"{key}", f"expected {_describe(tp)}, got {short(value)}")
 
     org = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
@@ -320,7 +374,7 @@ def _convert(tp: Any, value: Any, origin: str, key: str) -> Any:
 
 
 def _bad(origin: str, key: str, expected: str, value: Any) -> ConfigError:
-    return ConfigError(f"{origin}: key '{key}': expected {expected}, got {short(value)}")
+    return key_error(origin, f"{key}", f"expected {expected}, got {short(value)}")
 
 
 def check_onnx_source(cfg: Any, origin: str) -> None:
@@ -329,7 +383,7 @@ def check_onnx_source(cfg: Any, origin: str) -> None:
     if m.path and m.asset:
         raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
     if m.path and not cfg.resolve_path(m.path).is_file():
-        raise ConfigError(f"{origin}: key 'model.path': file not found: {cfg.resolve_path(m.path)}")
+        raise key_error(origin, "model.path", f"file not found: {cfg.resolve_path(m.path)}")
 
 
 def check_input(i: InputConfig, origin: str) -> None:
@@ -354,23 +408,23 @@ def _check(cfg: RunConfig, origin: str) -> None:
 
     m = cfg.model
     if not (m.path or m.asset or m.engine):
-        raise ConfigError(f"{origin}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
+        raise key_error(origin, "model", "set one of model.path (an ONNX file) or model.asset (see `edge assets list`)")
     check_onnx_source(cfg, origin)
     if cfg.backend == "auto":
         cfg.backend = "tensorrt" if m.engine and not (m.path or m.asset) else "onnxruntime"
     if cfg.backend == "tensorrt":
         if not m.engine:
-            raise ConfigError(f"{origin}: key 'model.engine': backend tensorrt needs an engine file (--engine MODEL.engine)")
+            raise key_error(origin, "model.engine", "backend tensorrt needs an engine file (--engine MODEL.engine)")
         if not cfg.resolve_path(m.engine).is_file():
-            raise ConfigError(f"{origin}: key 'model.engine': file not found: {cfg.resolve_path(m.engine)}")
+            raise key_error(origin, "model.engine", f"file not found: {cfg.resolve_path(m.engine)}")
     if cfg.dla_core is not None:
         if cfg.dla_core < 0:
             raise bad("dla_core", "a DLA core index 0, 1, ... or null", cfg.dla_core)
         if cfg.backend != "tensorrt":
-            raise ConfigError(f"{origin}: key 'dla_core': the DLA runs TensorRT engines; set backend: tensorrt (--engine)")
+            raise key_error(origin, "dla_core", "the DLA runs TensorRT engines; set backend: tensorrt (--engine)")
     if cfg.preprocess == "gpu" and cfg.backend != "tensorrt":
-        raise ConfigError(
-            f"{origin}: key 'preprocess': gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
+        raise key_error(
+            origin, "preprocess", "gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
         )
     check_input(cfg.input, origin)
     t = cfg.task
@@ -382,7 +436,7 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
         raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
-        raise ConfigError(f"{origin}: key 'task.labels': file not found: {cfg.resolve_path(t.labels)}")
+        raise key_error(origin, "task.labels", f"file not found: {cfg.resolve_path(t.labels)}")
     p = cfg.pipeline
     if p.queue_size < 1:
         raise bad("pipeline.queue_size", "a positive integer", p.queue_size)
@@ -403,8 +457,10 @@ def _check(cfg: RunConfig, origin: str) -> None:
             "telemetry.interval_s" if tel.interval_s <= 0 else "telemetry.idle_baseline_s", "a positive number", tel.interval_s
         )
     if tel.backend == "replay" and not (tel.replay_path and cfg.resolve_path(tel.replay_path).is_file()):
-        raise ConfigError(
-            f"{origin}: key 'telemetry.replay_path': the replay backend needs an existing telemetry.jsonl or tegrastats log, got {tel.replay_path!r}"
+        raise key_error(
+            origin,
+            "telemetry.replay_path",
+            f"the replay backend needs an existing telemetry.jsonl or tegrastats log, got {tel.replay_path!r}",
         )
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)

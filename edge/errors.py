@@ -24,7 +24,15 @@ class EdgeError(Exception):
 
 
 class ConfigError(EdgeError):
-    """A config file or CLI override that does not match the schema."""
+    """A config file or CLI override that does not match the schema.
+
+    ``key`` and ``detail`` are set when one key is at fault, so a value that came from a flag can be reported under
+    the flag's name instead of the config file's.
+    """
+
+    def __init__(self, message: str, key: Optional[str] = None, detail: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.key, self.detail = key, detail
 
 
 class MissingDependency(EdgeError):

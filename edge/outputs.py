@@ -288,14 +288,14 @@ def _same(a: Path, b: Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Mapping[str, Optional[PathLike]] = {}) -> None:
+def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Mapping[str, Optional[PathLike]]] = None) -> None:
     """Refuse, before any work, outputs that cannot be written or that are one of the inputs.
 
     ``outputs`` and ``inputs`` map the flag or key a user gave (``--json``, ``model.path``) to its path; None is
     skipped. Each refusal is one line naming the flag and the fix (EdgeError, exit 2).
     """
     seen: Dict[str, Path] = {}
-    given_inputs = {k: Path(v) for k, v in inputs.items() if v is not None and str(v) != ""}
+    given_inputs = {k: Path(v) for k, v in (inputs or {}).items() if v is not None and str(v) != ""}
     for flag, value in outputs.items():
         if value is None or str(value) == "":
             continue

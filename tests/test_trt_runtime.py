@@ -375,7 +375,7 @@ def test_cli_engine_flag_selects_tensorrt_and_bad_input_exits_2(tmp_path):
 
     engine = make_engine(tmp_path)
     r = run_cli("--engine", str(engine), "--dla", "-1")
-    assert r.returncode == 2 and "dla_core" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "argument --dla" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("--model", str(engine), "--preprocess", "gpu")
     assert r.returncode == 2 and "key 'preprocess'" in r.stderr
     r = run_cli("--engine", str(tmp_path / "missing.engine"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from edge import argtypes
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the ONNX model (model.path)")
@@ -15,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calib-images", metavar="DIR", help="calibration images, preprocessed like the runner (calib.images)")
     p.add_argument("--calib-cache", metavar="FILE", help="read when present, written after calibrating (calib.cache)")
     p.add_argument("--calib-method", choices=["entropy", "minmax"], help="calibrator, default entropy (calib.method)")
-    p.add_argument("--dla", type=int, metavar="N", help="put layers on DLA core N (dla.core)")
+    p.add_argument("--dla", type=argtypes.non_negative_int, metavar="N", help="put layers on DLA core N (dla.core)")
     fallback = p.add_mutually_exclusive_group()
     fallback.add_argument(
         "--gpu-fallback",
@@ -28,8 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-gpu-fallback", dest="gpu_fallback", action="store_false", help="fail the build instead (dla.gpu_fallback: false)"
     )
     p.add_argument("--dla-target", choices=["orin", "xavier"], help="rules for the pre-build prediction (dla.target)")
-    p.add_argument("--dla-sram", type=float, metavar="MiB", help="DLA managed SRAM per subgraph, a power of two (dla.sram_mib)")
-    p.add_argument("--workspace", type=int, metavar="MiB", help="builder workspace limit (workspace_mib)")
+    p.add_argument(
+        "--dla-sram",
+        type=argtypes.positive_float,
+        metavar="MiB",
+        help="DLA managed SRAM per subgraph, a power of two (dla.sram_mib)",
+    )
+    p.add_argument("--workspace", type=argtypes.positive_int, metavar="MiB", help="builder workspace limit (workspace_mib)")
     p.add_argument("--timing-cache", metavar="FILE", help="reuse and update a timing cache (timing_cache)")
     p.add_argument(
         "--shape",
@@ -71,6 +78,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.builder import placement
     from edge.builder.config import load_build_config
     from edge.builder.engine import build
+    from edge.runtime.cli import flag_names
 
     values = {}
     for attr, key in _FLAG_KEYS.items():
@@ -80,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         values[key] = os.path.abspath(value) if attr in _PATH_FLAGS else value
     if args.model:
         values["model.asset"] = None
-    cfg = load_build_config(args.config, args.set, values)
+    cfg = load_build_config(args.config, args.set, values, flags=flag_names(_FLAG_KEYS, {"model": "MODEL.onnx"}))
     result = build(cfg)
     print("\n".join(placement.render(result.placement)))
     where = (

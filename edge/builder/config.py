@@ -6,11 +6,19 @@ run config's: calibration feeds images through it and the manifest records it fo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Union
 
-from edge.config import InputConfig, ModelConfig, check_input, check_onnx_source, load_dataclass
+from edge.config import (
+    FileConfig,
+    InputConfig,
+    ModelConfig,
+    check_input,
+    check_onnx_source,
+    flag_errors,
+    key_error,
+    load_dataclass,
+)
 from edge.errors import ConfigError
 
 # Calibrator algorithm names as TensorRT writes them in a cache header.
@@ -36,7 +44,7 @@ class DlaConfig:
 
 
 @dataclass
-class BuildConfig:
+class BuildConfig(FileConfig):
     model: ModelConfig = field(default_factory=ModelConfig)  # path or asset = the ONNX; engine = the output
     int8: bool = False
     fp16: bool = False
@@ -48,15 +56,6 @@ class BuildConfig:
     target_cc: Optional[Union[str, float]] = None  # build for this GPU compute capability (where the API allows)
     log: Optional[str] = None  # write TensorRT's verbose log here
     input: InputConfig = field(default_factory=InputConfig)
-    base_dir: Path = field(default_factory=Path.cwd, metadata={"internal": True})
-
-    def resolve_path(self, value: str) -> Path:
-        """A path from the config, relative to the config file's folder."""
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
-
-    def optional_path(self, value: Optional[str]) -> Optional[Path]:
-        return None if value is None else self.resolve_path(value)
 
     @property
     def algorithm(self) -> str:
@@ -64,16 +63,19 @@ class BuildConfig:
 
     def options(self) -> Dict[str, Any]:
         """The settings as plain data, for the manifest."""
-        data = asdict(self)
-        data.pop("base_dir")
-        return data
+        return self.settings()
 
 
 def load_build_config(
-    path: Optional[str], overrides: Optional[List[str]] = None, values: Optional[Dict[str, Any]] = None
+    path: Optional[str],
+    overrides: Optional[List[str]] = None,
+    values: Optional[Dict[str, Any]] = None,
+    flags: Optional[Dict[str, str]] = None,
 ) -> BuildConfig:
-    cfg, origin = load_dataclass(BuildConfig, path, overrides, values)
-    check(cfg, origin)
+    with flag_errors(flags, values):
+        cfg, origin = load_dataclass(BuildConfig, path, overrides, values)
+        cfg.flags = {k: f for k, f in (flags or {}).items() if k in (values or {})}
+        check(cfg, origin)
     return cfg
 
 
@@ -81,7 +83,7 @@ def pool_bytes(mib: float, key: str, origin: str) -> int:
     """A DLA pool size in bytes; TensorRT fails the loadable compile unless it is a power of two >= 4 KiB."""
     size = int(round(mib * (1 << 20)))
     if size < 4096 or size & (size - 1):
-        raise ConfigError(f"{origin}: key '{key}': expected a power of two of at least 4 KiB (e.g. 0.5, 1, 2 MiB), got {mib}")
+        raise key_error(origin, f"{key}", f"expected a power of two of at least 4 KiB (e.g. 0.5, 1, 2 MiB), got {mib}")
     return size
 
 
@@ -94,7 +96,7 @@ def target_cc(value: Union[str, float, None], origin: str = "--target-cc") -> Op
         text = f"{text[:-1]}.{text[-1]}"
     major, dot, minor = text.partition(".")
     if not (dot and major.isdigit() and minor.isdigit() and len(minor) == 1):
-        raise ConfigError(f"{origin}: key 'target_cc': expected a compute capability like 8.7 or 7.2, got {value!r}")
+        raise key_error(origin, "target_cc", f"expected a compute capability like 8.7 or 7.2, got {value!r}")
     return text
 
 
@@ -106,10 +108,10 @@ def check(cfg: BuildConfig, origin: str) -> None:
     check_onnx_source(cfg, origin)
     check_input(cfg.input, origin)
     if cfg.workspace_mib is not None and cfg.workspace_mib <= 0:
-        raise ConfigError(f"{origin}: key 'workspace_mib': expected a positive number of MiB, got {cfg.workspace_mib}")
+        raise key_error(origin, "workspace_mib", f"expected a positive number of MiB, got {cfg.workspace_mib}")
     d = cfg.dla
     if d.core is not None and d.core < 0:
-        raise ConfigError(f"{origin}: key 'dla.core': expected a DLA core index (0 or 1 on AGX Orin/Xavier), got {d.core}")
+        raise key_error(origin, "dla.core", f"expected a DLA core index (0 or 1 on AGX Orin/Xavier), got {d.core}")
     pools = [key for key in ("sram_mib", "local_dram_mib", "global_dram_mib") if getattr(d, key) is not None]
     for key in pools:
         pool_bytes(getattr(d, key), f"dla.{key}", origin)
@@ -119,16 +121,18 @@ def check(cfg: BuildConfig, origin: str) -> None:
     target_cc(cfg.target_cc, origin)
     c = cfg.calib
     if c.max_images is not None and c.max_images < 1:
-        raise ConfigError(f"{origin}: key 'calib.max_images': expected a positive integer or null, got {c.max_images}")
+        raise key_error(origin, "calib.max_images", f"expected a positive integer or null, got {c.max_images}")
     images = cfg.optional_path(c.images)
     if images is not None and not images.is_dir():
-        raise ConfigError(f"{origin}: key 'calib.images': not a folder: {images}")
+        raise key_error(origin, "calib.images", f"not a folder: {images}")
     cache = cfg.optional_path(c.cache)
     if cfg.int8 and images is None and (cache is None or not cache.is_file()):
         where = f"no cache at {cache}" if cache is not None else "no calib.cache"
-        raise ConfigError(
-            f"{origin}: key 'int8': INT8 needs scales: pass --calib-images DIR (calibrate) or an existing --calib-cache FILE "
-            f"({where}); without them TensorRT's placeholder ranges make an engine that is only good for speed tests"
+        raise key_error(
+            origin,
+            "int8",
+            f"INT8 needs scales: pass --calib-images DIR (calibrate) or an existing --calib-cache FILE "
+            f"({where}); without them TensorRT's placeholder ranges make an engine that is only good for speed tests",
         )
     if (images or c.cache) and not cfg.int8:
         raise ConfigError(f"{origin}: keys 'calib.images'/'calib.cache' are set but 'int8' is not; add --int8 or drop them")

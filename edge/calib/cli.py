@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from edge import argtypes
 from edge.calib.cache import ALGORITHMS
 from edge.errors import EdgeError
 
@@ -27,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--images", metavar="DIR", help="a folder of calibration images (preprocessed as edge-run does)")
     src.add_argument("--dataset", metavar="NAME", help="a named image set, optionally sliced: mnist_5k, mnist_5k[-100:]")
     parser.add_argument("--method", choices=METHODS, default="entropy", help="how scales are chosen (default entropy)")
-    parser.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
-    parser.add_argument("--max-images", type=int, metavar="N", help="use at most the first N images")
+    parser.add_argument("--percentile", type=argtypes.finite_float, default=99.99, help="for --method percentile (default 99.99)")
+    parser.add_argument("--max-images", type=argtypes.positive_int, metavar="N", help="use at most the first N images")
     parser.add_argument("--cache", metavar="OUT.cache", help="calibration cache to write (default: MODEL_NAME.cache here)")
     parser.add_argument(
         "--trt-version",
@@ -55,9 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", "-c", metavar="RUN.yaml", help="edge-run config whose input: section preprocesses --images")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (input.*)")
-    parser.add_argument("--memory-mb", type=int, default=384, help="memory for activations in flight (default 384)")
-    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (default: all cores but one)")
-    parser.add_argument("--layer-images", type=int, default=32, help="images for the per-layer report (default 32)")
+    parser.add_argument(
+        "--memory-mb", type=argtypes.positive_int, default=384, help="memory for activations in flight (default 384)"
+    )
+    parser.add_argument("--threads", type=argtypes.threads, default=0, help="ONNX Runtime threads (default: all cores but one)")
+    parser.add_argument(
+        "--layer-images", type=argtypes.positive_int, default=32, help="images for the per-layer report (default 32)"
+    )
 
 
 def _model_path(text: str) -> Path:
@@ -116,13 +121,6 @@ def main(args: argparse.Namespace) -> int:
     from edge.graph.model import load_model, model_inputs, prepare
 
     version = trt_version(args.trt_version)
-    for flag, value in (
-        ("--max-images", args.max_images),
-        ("--memory-mb", args.memory_mb),
-        ("--layer-images", args.layer_images),
-    ):
-        if value is not None and value <= 0:
-            raise EdgeError(f"{flag} {value}: must be a positive number")
     t0 = time.perf_counter()
     path = _model_path(args.model)
     model = load_model(path)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from edge import argtypes
 from edge.deploy import target as device
 from edge.errors import EdgeError, RunFailed
 
@@ -51,14 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", required=True, type=Path, help="the run config; model.engine must name the engine file")
     ssh = parser.add_argument_group("connection")
-    ssh.add_argument("-p", "--port", type=int, help="SSH port")
+    ssh.add_argument("-p", "--port", type=argtypes.port, help="SSH port")
     ssh.add_argument("-i", "--identity", type=Path, help="SSH private key")
     ssh.add_argument(
         "-o", "--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="passed to ssh/scp/rsync as -o (repeatable)"
     )
-    ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
+    ssh.add_argument("--connect-timeout", type=argtypes.positive_float, default=10.0, metavar="S")
     ssh.add_argument("--transfer", choices=("auto", "rsync", "scp"), default="auto", help="auto: rsync when both ends have it")
-    ssh.add_argument("--bwlimit", type=int, metavar="KIB_S", help="limit the upload bandwidth (slow or shared links)")
+    ssh.add_argument(
+        "--bwlimit", type=argtypes.positive_int, metavar="KIB_S", help="limit the upload bandwidth (slow or shared links)"
+    )
     ssh.add_argument("--remote-python", default="python3", help="Python 3.8+ on the target (default: python3)")
     dev = parser.add_argument_group(
         "device",
@@ -84,9 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"JSON list, retried until it succeeds (default: {json.dumps(device.DEFAULT_HEALTH)})",
     )
     dev.add_argument(
-        "--timeout", type=float, default=120.0, metavar="S", help="seconds allowed for each of check, restart and health"
+        "--timeout",
+        type=argtypes.positive_float,
+        default=120.0,
+        metavar="S",
+        help="seconds allowed for each of check, restart and health",
     )
-    dev.add_argument("--keep", type=int, default=2, help="releases kept on the device, at least 2 (default: 2)")
+    dev.add_argument("--keep", type=argtypes.positive_int, default=2, help="releases kept on the device, at least 2 (default: 2)")
 
 
 @dataclass

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Optional
+
+from edge import argtypes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,18 +19,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", "-m", metavar="ONNX", help="model file (model.path)")
     p.add_argument("--engine", metavar="ENGINE", help="TensorRT engine; selects backend tensorrt (model.engine)")
-    p.add_argument("--dla", type=int, metavar="N", help="run the engine on DLA core N (dla_core)")
+    p.add_argument("--dla", type=argtypes.non_negative_int, metavar="N", help="run the engine on DLA core N (dla_core)")
     p.add_argument("--preprocess", choices=["cpu", "gpu"], help="where preprocessing runs; gpu needs --engine (preprocess)")
     p.add_argument("--loop", action="store_true", default=None, help="restart file sources at the end (source.loop)")
-    p.add_argument("--frames", type=int, metavar="N", help="stop after reading N frames (pipeline.frames)")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (pipeline.duration_s)")
+    p.add_argument("--frames", type=argtypes.positive_int, metavar="N", help="stop after reading N frames (pipeline.frames)")
+    p.add_argument("--duration", type=argtypes.positive_float, metavar="S", help="stop after S seconds (pipeline.duration_s)")
     p.add_argument("--results", metavar="FILE", help="write one JSON line per frame (sinks.results)")
     p.add_argument("--video", metavar="FILE", help="write the annotated video: .mp4, .avi, .mkv or .mov (sinks.video)")
     p.add_argument("--display", action="store_true", default=None, help="show the annotated frames in a window (sinks.display)")
     p.add_argument("--summary-json", metavar="FILE", help="write the final summary as JSON (sinks.summary_json)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="ONNX Runtime provider (device)")
-    p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads, 0 = all cores but one (threads)")
-    p.add_argument("--score-threshold", type=float, metavar="X", help="task.score_threshold")
+    p.add_argument(
+        "--threads", type=argtypes.threads, metavar="N", help="ONNX Runtime intra-op threads, 0 = all cores but one (threads)"
+    )
+    p.add_argument("--score-threshold", type=argtypes.finite_float, metavar="X", help="task.score_threshold")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set input.resize=stretch"
     )
@@ -37,7 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="power/utilisation sampler (telemetry.backend)",
     )
     p.add_argument(
-        "--idle-baseline", type=float, metavar="S", help="measure idle power for S seconds first (telemetry.idle_baseline_s)"
+        "--idle-baseline",
+        type=argtypes.non_negative_float,
+        metavar="S",
+        help="measure idle power for S seconds first (telemetry.idle_baseline_s)",
     )
     p.add_argument(
         "--check",
@@ -72,6 +80,12 @@ _FLAG_KEYS = {
 _PATH_FLAGS = {"model", "engine", "results", "video", "summary_json"}
 
 
+def flag_names(flag_keys: dict, positional: Optional[dict] = None) -> dict:
+    """config key -> the flag that sets it, for error messages ({"pipeline.frames": "--frames"}); ``positional``
+    names the attributes that are positional arguments ({"model": "MODEL.onnx"})."""
+    return {key: (positional or {}).get(attr, "--" + attr.replace("_", "-")) for attr, key in flag_keys.items()}
+
+
 def main(args: argparse.Namespace) -> int:
     from edge.config import load_config
     from edge.errors import ConfigError, setup_logging
@@ -93,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
         values["model.asset"] = None
     if args.engine:
         values["backend"] = "tensorrt"
-    cfg = load_config(args.config, args.set, values)
+    cfg = load_config(args.config, args.set, values, flags=flag_names(_FLAG_KEYS))
     if cfg.logging.level != "debug":
         # FFmpeg inside OpenCV prints its own lines for every failed connection; our error says it once.
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "8")

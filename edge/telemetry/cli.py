@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from edge import argtypes
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -16,7 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parse.add_argument("--tegrastats", required=True, metavar="FILE", help="a log written by tegrastats (--logfile)")
     parse.add_argument("--json", action="store_true", help="print a JSON list of samples instead of a table")
     parse.add_argument(
-        "--interval-ms", type=float, default=1000.0, help="the log's line period, for t_mono (tegrastats' default: 1000)"
+        "--interval-ms",
+        type=argtypes.positive_float,
+        default=1000.0,
+        help="the log's line period, for t_mono (tegrastats' default: 1000)",
     )
     probe = sub.add_parser("probe", help="say which telemetry backends work here, and why the others do not")
     probe.add_argument("--sysfs-root", default="/sys", help="sysfs mount point (default /sys)")

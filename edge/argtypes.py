@@ -1,0 +1,72 @@
+"""argparse value types shared by every command: a bad value is refused at parse time, naming the flag.
+
+Every float flag refuses NaN and infinity (``float("nan")`` parses, and then never compares true with anything,
+so ``--duration nan`` used to run forever).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+# More threads than this is a typo or an attack (each costs a stack); ONNX Runtime gains nothing past the cores.
+MAX_THREADS = 256
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text[:40]!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text[:40]!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text[:40]!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {text[:40]!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text[:40]!r}")
+    return value
+
+
+def threads(text: str) -> int:
+    value = non_negative_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{value} threads is more than the {MAX_THREADS} allowed; 0 picks a sane default")
+    return value
+
+
+def port(text: str) -> int:
+    value = _int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 1..65535, got {text[:40]!r}")
+    return value
