@@ -193,7 +193,8 @@ def flag_errors(flags: dict[str, str] | None, values: dict[str, Any] | None) -> 
         if flag is None or exc.key not in (values or {}):
             raise
         value = (values or {})[exc.key]
-        given = flag if isinstance(value, bool) or flag.isupper() else f"{flag} {short(value, 80)}"
+        quiet = isinstance(value, bool) or str(value) in (exc.detail or "")  # the detail shows the value already
+        given = flag if quiet else f"{flag} {short(value, 80)}"
         raise ConfigError(f"{given}: {exc.detail}", key=exc.key, detail=exc.detail) from None
 
 

@@ -47,7 +47,7 @@ def test_help_is_instant_and_imports_nothing_heavy():
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--model", "/nonexistent/model.onnx"], "--model '/nonexistent/model.onnx': file not found"),  # named by its flag
+        (["--model", "/nonexistent/model.onnx"], "--model: file not found: /nonexistent/model.onnx"),  # named by its flag
         (["--set", "pipline.frames=3"], "unknown key 'pipline'; did you mean 'pipeline'"),
         (["--source", "/nonexistent/clip.mp4"], "no such file or folder"),
         (
