@@ -377,6 +377,6 @@ def test_cli_engine_flag_selects_tensorrt_and_bad_input_exits_2(tmp_path):
     r = run_cli("--engine", str(engine), "--dla", "-1")
     assert r.returncode == 2 and "argument --dla" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("--model", str(engine), "--preprocess", "gpu")
-    assert r.returncode == 2 and "--preprocess 'gpu': gpu writes straight into TensorRT's input buffer" in r.stderr
+    assert r.returncode == 2 and "--preprocess: gpu writes straight into TensorRT's input buffer" in r.stderr
     r = run_cli("--engine", str(tmp_path / "missing.engine"))
     assert r.returncode == 2 and "--engine: file not found" in r.stderr
