@@ -10,7 +10,8 @@ import pytest
 
 from edge.config import SourceConfig
 from edge.errors import EdgeError
-from edge.runtime.sources import _redact, csi_pipeline, gstreamer_available, open_source
+from edge.redact import redact
+from edge.runtime.sources import csi_pipeline, gstreamer_available, open_source
 
 
 def src_cfg(uri, **kw):
@@ -105,7 +106,7 @@ def test_csi_pipeline_carries_size_rate_and_flip():
 
 
 def test_stream_passwords_are_redacted_in_logs():
-    assert _redact("rtsp://admin:secret@10.0.0.2/stream") == "rtsp://admin:***@10.0.0.2/stream"
+    assert redact("rtsp://admin:secret@10.0.0.2/stream") == "rtsp://admin:***@10.0.0.2/stream"
 
 
 def test_live_flag_can_be_forced(megamind):

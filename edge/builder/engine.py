@@ -28,7 +28,7 @@ from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.errors import EdgeError, RunFailed
 from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, read_l4t, sha256_file
-from edge.outputs import Staged, atomic_open, commit_together, settle, write_atomic
+from edge.outputs import Staged, atomic_open, check_outputs, commit_together, settle, write_atomic
 from edge.progress import Heartbeat, say
 
 QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
@@ -240,11 +240,18 @@ def model_path(cfg: BuildConfig) -> Path:
 
 
 def engine_path(cfg: BuildConfig, onnx: Path) -> Path:
+    """The engine to write, after checking every output of the build against the folders and the inputs."""
     out = cfg.resolve_path(cfg.model.engine) if cfg.model.engine else Path.cwd() / (onnx.stem + ".engine")
-    if out.resolve() == onnx.resolve():
-        raise EdgeError(f"-o {out}: that is the ONNX model itself; name the engine MODEL.engine")
-    if not out.parent.is_dir():
-        raise EdgeError(f"-o {out}: folder {out.parent} does not exist")
+    outputs = {
+        cfg.name_of("model.engine"): out,
+        "the manifest": manifest_path(out),
+        "the placement report": report_path(out),
+        cfg.name_of("log"): cfg.optional_path(cfg.log),
+        # read when present and written after: outputs, so they may be neither the model nor each other
+        cfg.name_of("timing_cache"): cfg.optional_path(cfg.timing_cache),
+        cfg.name_of("calib.cache"): cfg.optional_path(cfg.calib.cache),
+    }
+    check_outputs(outputs, {cfg.name_of("model.path"): onnx, "--config": cfg.config_file})
     return out
 
 

@@ -21,6 +21,7 @@ class Metrics:
         self.frames = 0
         self.captured = 0
         self.dropped = 0
+        self.abandoned = 0  # frames in flight when an abort left them (a second SIGTERM, a drain past its time)
         self.t_first: Optional[float] = None
         self.t_last: Optional[float] = None
         self._lock = threading.Lock()
@@ -61,6 +62,7 @@ class Metrics:
                 "frames": self.frames,
                 "captured": self.captured,
                 "dropped": self.dropped,
+                "abandoned": self.abandoned,
                 "duration_s": round(span, 3),
                 "fps": round((self.frames - 1) / span, 2) if span > 0 else 0.0,
                 "latency_ms": {k: _percentiles(v) for k, v in self._lat.items() if v},
@@ -83,7 +85,9 @@ def _percentiles(values: deque) -> dict:
 def format_summary(summary: dict) -> str:
     """The end-of-run table, one row per stage and end to end."""
     lines = [
-        f"frames {summary['frames']} (captured {summary['captured']}, dropped {summary['dropped']}) in {summary['duration_s']:.2f} s = {summary['fps']:.1f} fps",
+        f"frames {summary['frames']} (captured {summary['captured']}, dropped {summary['dropped']}"
+        + (f", abandoned in flight {summary['abandoned']}" if summary.get("abandoned") else "")
+        + f") in {summary['duration_s']:.2f} s = {summary['fps']:.1f} fps",
         f"{'stage':<12}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'max ms':>9}",
     ]
     rows: List[str] = []

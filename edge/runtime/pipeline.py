@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from edge.errors import EdgeError, RunFailed
+from edge.errors import EdgeError, RunFailed, one_line
 from edge.runtime.metrics import Metrics
 from edge.runtime.postprocess import Result
 from edge.runtime.preprocess import Transform
@@ -149,8 +149,8 @@ class Pipeline:
     def _fail(self, stage: str, exc: BaseException) -> None:
         if self.error is None:
             if not isinstance(exc, EdgeError):
-                log.error("stage '%s' failed", stage, exc_info=exc)
-                exc = RunFailed(f"stage '{stage}' failed: {type(exc).__name__}: {exc}")
+                log.debug("stage '%s' failed", stage, exc_info=exc)  # the traceback, for --log-level debug only
+                exc = RunFailed(f"stage '{stage}' failed: {type(exc).__name__}: {one_line(exc, 300)}")
             self.error = exc
         self.abort_event.set()
 
@@ -228,3 +228,14 @@ class Pipeline:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         return self.done.wait(timeout)
+
+    def stages_done(self) -> bool:
+        """Every stage but capture has exited. After an abort that is enough to finish the run: a capture thread
+        stuck in a stalled network read (a daemon thread) is left behind rather than delaying shutdown."""
+        return all(not t.is_alive() for t in self._threads[1:])
+
+    def count_abandoned(self) -> int:
+        """Frames captured but neither finished nor dropped: the ones an abort left in flight."""
+        m = self.metrics
+        m.abandoned = max(0, m.captured - m.frames - m.dropped)
+        return m.abandoned

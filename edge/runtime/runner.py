@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from edge.errors import EdgeError, RunFailed
-from edge.outputs import write_json
+from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
 from edge.runtime.metrics import format_summary
@@ -26,6 +26,10 @@ from edge.telemetry import format_status
 
 log = logging.getLogger("edge.run")
 
+# After SIGTERM the frames in flight get this long to reach the sinks; then the run aborts. It keeps a stalled
+# source or sink well inside the camera unit's TimeoutStopSec (20 s).
+DRAIN_TIMEOUT_S = 8.0
+
 
 def _source_fps(source: Any) -> float:
     cap = getattr(source, "cap", None)
@@ -36,6 +40,40 @@ def _source_fps(source: Any) -> float:
         if fps and 1 <= fps <= 240:
             return float(fps)
     return 30.0
+
+
+def _local_file(uri: str, cfg: Any) -> Optional[Path]:
+    """The source as a file path when it is one (not a stream, camera or asset)."""
+    if "://" in uri or uri.startswith("/dev/"):
+        return None
+    return cfg.resolve_path(uri)
+
+
+def check_run_outputs(cfg: Any) -> None:
+    """Every file the run will write, checked against the folders and against every input, before the work."""
+    s, t = cfg.sinks, cfg.telemetry
+    outputs = {cfg.name_of(f"sinks.{k}"): cfg.optional_path(getattr(s, k)) for k in ("results", "video", "summary_json")}
+    folder = t.dir or (str(Path(s.results).parent) if s.results else None)
+    if folder is not None and t.backend != "none":
+        from edge.telemetry.files import CSV_NAME, JSONL_NAME, META_NAME
+
+        base = cfg.resolve_path(folder)
+        outputs.update(
+            {f"telemetry file {name}": base / name for name in (JSONL_NAME, CSV_NAME, META_NAME)} if base.is_dir() else {}
+        )
+    inputs = {
+        "--config": cfg.config_file,
+        cfg.name_of("model.path"): cfg.optional_path(cfg.model.path),
+        cfg.name_of("model.engine"): cfg.optional_path(cfg.model.engine),
+        cfg.name_of("source.uri"): _local_file(cfg.source.uri, cfg),
+        cfg.name_of("task.labels"): cfg.optional_path(cfg.task.labels) if isinstance(cfg.task.labels, str) else None,
+        cfg.name_of("telemetry.replay_path"): cfg.optional_path(t.replay_path),
+    }
+    if cfg.model.engine:
+        from edge.manifest import manifest_path
+
+        inputs["the engine's manifest"] = manifest_path(cfg.resolve_path(cfg.model.engine))
+    check_outputs(outputs, inputs)
 
 
 class Runner:
@@ -55,6 +93,7 @@ class Runner:
 
     def _open(self) -> None:
         cfg = self.cfg
+        check_run_outputs(cfg)  # before anything slow: a bad output path must not cost a model load
         self.backend = create_backend(cfg)
         tensor = pick_input(cfg, self.backend.inputs)
         self.spec = preprocess_spec(cfg, tensor)
@@ -106,8 +145,11 @@ class Runner:
                 notes.append(note)
         if self.sampler is not None:
             self.sampler.stop()
-        if self.source is not None:
-            self.source.close()
+        capture = getattr(getattr(self, "pipeline", None), "_threads", [None])[:1]
+        if capture and capture[0] is not None and capture[0].is_alive():
+            log.warning("source %s: left open, its read is stalled (the process exits anyway)", self.source.description)
+        elif self.source is not None:
+            self.source.close()  # never while the capture thread is inside a read: OpenCV would crash
         if self.backend is not None:
             self.backend.close()
         return notes
@@ -130,12 +172,23 @@ class Runner:
         interval = cfg.pipeline.status_interval_s
         next_status = t0 + interval
         stopping_sent = False
+        stopped_at: Optional[float] = None
         try:
-            p.start()
+            if not self.stop_event.is_set():  # a signal during the idle baseline: no frames at all
+                p.start()
+            else:
+                p.done.set()
             while not p.wait(0.1):
                 now = time.monotonic()
                 if cfg.pipeline.duration_s is not None and now - t0 >= cfg.pipeline.duration_s:
                     p.stop()
+                if p.stop_event.is_set() and stopped_at is None:
+                    stopped_at = now
+                if stopped_at is not None and now - stopped_at > DRAIN_TIMEOUT_S and not p.abort_event.is_set():
+                    log.warning("the pipeline did not drain in %.0f s (a stalled source or sink); aborting", DRAIN_TIMEOUT_S)
+                    p.abort()
+                if p.abort_event.is_set() and p.stages_done():
+                    break  # only capture is left, stuck in a read: leave it (a daemon thread)
                 if now >= next_status:
                     power = format_status(self.sampler.latest()) if self.sampler.backend_name != "none" else ""
                     line = p.metrics.status_line(power)
@@ -152,6 +205,8 @@ class Runner:
             if not stopping_sent:
                 notifier.stopping()
             notifier.close()
+        if p.abort_event.is_set():
+            p.count_abandoned()
         engine_info = self.backend.info() if hasattr(self.backend, "info") else None  # read before close frees it
         notes = self._close(failed=p.error is not None)
         telemetry, files = self._telemetry_summary(idle_w)
@@ -184,7 +239,8 @@ class Runner:
             return None
         print(f"edge-run: measuring idle power for {tel.idle_baseline_s:g} s", file=sys.stderr, flush=True)
         t0 = time.monotonic()
-        time.sleep(tel.idle_baseline_s)
+        if self.stop_event.wait(tel.idle_baseline_s):  # SIGTERM ends the baseline at once
+            return None
         from edge.telemetry import mean_power_w
 
         return mean_power_w(self.sampler.samples(), t0, time.monotonic())

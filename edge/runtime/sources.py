@@ -22,9 +22,15 @@ from typing import Any, Optional
 
 import numpy as np
 
+from edge import MAX_IMAGE_PIXELS
 from edge.errors import EdgeError, RunFailed
+from edge.redact import redact
 
 log = logging.getLogger("edge.source")
+
+# Network streams: give up opening after this long, and a read that brings nothing for this long counts as lost.
+OPEN_TIMEOUT_MS = 10_000
+READ_TIMEOUT_MS = 5_000
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 
@@ -83,6 +89,7 @@ class CaptureSource(Source):
         super().__init__()
         self.target, self.description, self.live, self.loop = target, description, live, loop
         self._api, self._props = api, props or {}
+        self._params: list = []
         self.cap = self._open()
         if self.cap is None:
             raise EdgeError(
@@ -91,7 +98,12 @@ class CaptureSource(Source):
 
     def _open(self):
         cv2 = _cv2()
-        cap = cv2.VideoCapture(self.target) if self._api is None else cv2.VideoCapture(self.target, self._api)
+        if self._api is None:
+            cap = cv2.VideoCapture(self.target)
+        elif self._params:
+            cap = cv2.VideoCapture(self.target, self._api, self._params)
+        else:
+            cap = cv2.VideoCapture(self.target, self._api)
         if not cap.isOpened():
             cap.release()
             return None
@@ -118,7 +130,20 @@ class StreamSource(CaptureSource):
     def __init__(self, uri: str, initial_delay_s: float, max_delay_s: float, max_attempts: int, stop: threading.Event) -> None:
         self.initial_delay_s, self.max_delay_s, self.max_attempts = initial_delay_s, max_delay_s, max_attempts
         self.stop_event = stop
-        super().__init__(uri, _redact(uri), live=True)
+        cv2 = _cv2()
+        super().__init__(uri, redact(uri), live=True, api=cv2.CAP_FFMPEG)
+
+    def _open(self):
+        # A stalled server must not hold a read (and so a SIGTERM) for FFmpeg's default 30 s: time out, reconnect.
+        cv2 = _cv2()
+        timeouts = [
+            getattr(cv2, "CAP_PROP_OPEN_TIMEOUT_MSEC", None),
+            OPEN_TIMEOUT_MS,
+            getattr(cv2, "CAP_PROP_READ_TIMEOUT_MSEC", None),
+            READ_TIMEOUT_MS,
+        ]
+        self._params = timeouts if None not in timeouts else []  # JetPack 5's OpenCV 4.5.4 has both; older builds not
+        return super()._open()
 
     def read(self) -> Optional[Frame]:
         ok, image = self.cap.read() if self.cap is not None else (False, None)
@@ -165,27 +190,23 @@ class ImageSource(Source):
                 self._pos = 0
             path = self.files[self._pos]
             self._pos += 1
-            image = cv2.imread(path, cv2.IMREAD_COLOR)
+            try:
+                image = cv2.imread(path, cv2.IMREAD_COLOR)
+            except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past the pixel cap)
+                image = None
             if image is not None:
                 return self._frame(image, os.path.basename(path))
             # A file that vanished or is not an image: skip it, but never spin on a folder that emptied.
             self.skipped += 1
             log.warning("source %s: cannot read %s; skipped", self.description, path)
             if self.skipped >= len(self.files) and self._index == 0:
-                raise RunFailed(f"source '{self.description}': none of its {len(self.files)} files could be read as images")
+                raise EdgeError(
+                    f"source '{self.description}': none of its {len(self.files)} files could be read as images (corrupt, "
+                    f"or larger than {MAX_IMAGE_PIXELS // 1_000_000} megapixels)"
+                )
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "files": len(self.files), "skipped": self.skipped}
-
-
-def _redact(uri: str) -> str:
-    """Hide a password in rtsp://user:pass@host URIs before they reach logs."""
-    if "@" in uri and "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        creds, host = rest.split("@", 1)
-        if ":" in creds:
-            return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
-    return uri
 
 
 def gstreamer_available() -> bool:
@@ -245,16 +266,16 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
             if not files:
                 raise EdgeError(f"source '{uri}': folder has no images ({', '.join(sorted(IMAGE_EXTS))})")
             src = ImageSource(files, uri, cfg.loop)
+        elif path.is_file():  # before the glob test: a real file named 'a[1].mp4' is that file
+            if path.suffix.lower() in IMAGE_EXTS:
+                src = ImageSource([str(path)], uri, cfg.loop)
+            else:
+                src = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
         elif any(c in uri for c in "*?["):
             files = sorted(f for f in glob.glob(uri) if Path(f).suffix.lower() in IMAGE_EXTS)
             if not files:
                 raise EdgeError(f"source '{uri}': the pattern matches no image files")
             src = ImageSource(files, uri, cfg.loop)
-        elif path.is_file():
-            if path.suffix.lower() in IMAGE_EXTS:
-                src = ImageSource([str(path)], uri, cfg.loop)
-            else:
-                src = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
         else:
             raise EdgeError(
                 f"source '{uri}': no such file or folder; give a video file, an image folder or glob, /dev/videoN, csi://N or rtsp://…"
