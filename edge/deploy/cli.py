@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from edge import argtypes
+from edge.config import short
 from edge.deploy import target as device
 from edge.errors import EdgeError, RunFailed
 
 # Device paths travel inside rsync/scp remote specs, which older servers hand to a shell; keep them plain.
-_ROOT_RE = re.compile(r"^/[A-Za-z0-9_./+-]*$")
+_ROOT_RE = re.compile(r"/[A-Za-z0-9_./+-]*")
+# [USER@]HOST: rsync hands the host to ssh after its own options (no `--`), so it must not look like an option.
+_TARGET_RE = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?(?:[A-Za-z0-9][A-Za-z0-9.-]*|[0-9A-Fa-f:]+(?:%[A-Za-z0-9]+)?)")
 _ENGINE_RE = device.NAME_RE
 
 
@@ -140,13 +143,13 @@ def _engine_name_in_config(config: Path) -> object:
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     """Check everything that can be checked here, before anything touches the device."""
-    if not device.NAME_RE.match(args.name):
+    if not device.NAME_RE.fullmatch(args.name):
         raise EdgeError(
             f"--name {args.name!r}: use letters, digits, '_', '.', '-' (it becomes edge-camera@NAME and /etc/edge/NAME.yaml)"
         )
-    if args.target.startswith("-") or not args.target.strip() or any(c.isspace() for c in args.target):
-        raise EdgeError(f"target {args.target!r}: expected [USER@]HOST")
-    if not _ROOT_RE.match(args.root):
+    if not _TARGET_RE.fullmatch(args.target):
+        raise EdgeError(f"target {short(args.target)}: expected [USER@]HOST (letters, digits, '.', '-', '_'; an IPv6 address)")
+    if not _ROOT_RE.fullmatch(args.root):
         raise EdgeError(f"--root {args.root!r}: expected an absolute path of letters, digits and _ . / + -")
     if args.keep < 2:
         raise EdgeError(f"--keep {args.keep}: keep at least 2 releases (the new one and the one to roll back to)")
@@ -155,7 +158,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     for what, path in (("--engine", engine), ("--manifest", manifest), ("--config", args.config)):
         if not path.is_file():
             raise EdgeError(f"{what} {path}: file not found")
-    if not _ENGINE_RE.match(engine.name):
+    if not _ENGINE_RE.fullmatch(engine.name):
         raise EdgeError(f"--engine {engine}: rename the file to letters, digits, '_', '.', '-' only")
     try:
         device.check_engine(engine, manifest)
@@ -269,7 +272,7 @@ class Deploy:
                     "rsync",
                     "--copy-links",
                     "--times",
-                    "--chmod=F644",
+                    "--chmod=F600",  # private in transit; the device program sets the final modes
                     *limit,
                     "-e",
                     shlex.join(plan.ssh),

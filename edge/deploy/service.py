@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
-from edge.deploy.target import NAME_RE
+from edge.config import short
+from edge.deploy.target import CONFIG_MODE, NAME_RE, SERVICE_GROUP
 from edge.errors import EdgeError, RunFailed
 from edge.outputs import write_atomic
 
@@ -72,23 +73,87 @@ def _edge_run(given: Optional[str], root: Path) -> str:
         raise EdgeError(
             "edge-run is not on PATH; install edge on this device (pip install edge) or pass --edge-run /path/to/edge-run"
         )
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        raise EdgeError(f"--edge-run {short(path)}: a path with a control character (newline, tab) cannot go into a unit file")
     if not os.path.isabs(path):
-        raise EdgeError(f"--edge-run {path!r}: systemd needs an absolute path")
+        raise EdgeError(f"--edge-run {short(path)}: systemd needs an absolute path")
     if root == Path("/") and not os.access(path, os.X_OK):
-        raise EdgeError(f"--edge-run {path}: not an executable file")
+        raise EdgeError(f"--edge-run {short(path)}: not an executable file")
     return path
+
+
+def unit_word(value: str) -> str:
+    """One word of a unit's ExecStart, quoted by systemd's rules (systemd.service(5) "Command lines",
+    systemd.unit(5) "Specifiers"): in double quotes with backslash and quote escaped, '%' doubled (specifiers) and
+    '$' doubled (environment expansion). Control characters are refused before this."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{escaped}"' if escaped != value or any(c in value for c in " \t;'") else value
+
+
+# Keys naming files the service reads, and outputs it writes, which cannot stay relative to a config that moves to
+# /etc/edge (read-only for the service under ProtectSystem=strict). model.engine may: `edge deploy` delivers the
+# engine beside the config it installs there.
+_PATH_KEYS = ("model.path", "task.labels", "telemetry.replay_path")
+_OUTPUT_KEYS = ("sinks.results", "sinks.video", "sinks.summary_json", "telemetry.dir")
+
+
+def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> None:
+    """A config moved to /etc/edge must still find its files: relative paths that only exist beside the original
+    config are refused with the absolute path to use instead."""
+    for key in _PATH_KEYS:
+        section, _, name = key.partition(".")
+        value = getattr(getattr(cfg, section), name)
+        if isinstance(value, str) and value and not os.path.isabs(value) and not (dest_dir / value).exists():
+            here = (config.resolve().parent / value).resolve()
+            raise EdgeError(
+                f"{config}: key '{key}' is relative ({short(value)}); the service reads the config from {dest_dir}, where "
+                f"it does not exist: use an absolute path such as {here}"
+            )
+    for key in _OUTPUT_KEYS:
+        section, _, name = key.partition(".")
+        value = getattr(getattr(cfg, section), name)
+        if isinstance(value, str) and value and not os.path.isabs(value):
+            raise EdgeError(
+                f"{config}: key '{key}' is relative ({short(value)}); the service can write only under "
+                "/var/log/edge-camera/NAME and /var/lib/edge-camera/NAME: give an absolute path there"
+            )
+
+
+def _group_id(root: Path, name: str) -> Optional[int]:
+    """The gid of group ``name`` in ``root``'s /etc/group (the root may be an image, not this system)."""
+    try:
+        for line in (root / "etc" / "group").read_text(errors="replace").splitlines():
+            fields = line.split(":")
+            if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
+                return int(fields[2])
+    except OSError:
+        pass
+    return None
+
+
+def _install_config(dest: Path, text: str, root: Path) -> Callable[[], None]:
+    """The config may hold camera passwords: 0640, group edge (the service's), never world-readable."""
+
+    def do() -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        gid = _group_id(root, SERVICE_GROUP)
+        write_atomic(dest, text, mode=CONFIG_MODE if gid is not None else 0o600)
+        if gid is not None:
+            os.chown(dest, -1, gid)
+
+    return do
 
 
 def plan(args: argparse.Namespace) -> List[Action]:
     """The install as a list of (description, action), so --dry-run prints exactly what a real run does."""
     name, root = args.name, args.root
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise EdgeError(
             f"NAME {name!r}: use letters, digits, '_', '.', '-' (it becomes edge-camera@{name}.service and /etc/edge/{name}.yaml)"
         )
     if not (_UNIT_DIR / UNIT).is_file():
         raise EdgeError(f"{_UNIT_DIR / UNIT}: unit file not found; reinstall edge (pip install .) or run from a source checkout")
-    unit_text = (_UNIT_DIR / UNIT).read_text().replace(EXEC_PLACEHOLDER, _edge_run(args.edge_run, root))
+    unit_text = (_UNIT_DIR / UNIT).read_text().replace(EXEC_PLACEHOLDER, unit_word(_edge_run(args.edge_run, root)))
     offline = root != Path("/")
     if args.now and offline:
         raise EdgeError(f"--now with --root {root}: nothing can be started inside another root; drop one of them")
@@ -98,12 +163,17 @@ def plan(args: argparse.Namespace) -> List[Action]:
         from edge.config import RunConfig, load_dataclass
 
         # A wrong key or type fails here, not at 3 a.m. in the journal; files it names may arrive later by edge deploy.
-        load_dataclass(RunConfig, args.config)
+        cfg, _ = load_dataclass(RunConfig, args.config)
+        _check_paths(cfg, args.config, Path("/etc/edge"))
         if config_dest.is_symlink():
             raise EdgeError(
                 f"{config_dest} is managed by `edge deploy` (-> {os.readlink(config_dest)}); deploy a new config with `edge deploy`, or drop --config"
             )
-        actions.append((f"write {config_dest} from {args.config}", _write(config_dest, args.config.read_text())))
+        text = args.config.read_text(encoding="utf-8")  # load_dataclass has checked it is UTF-8 YAML
+        config_action = (
+            f"write {config_dest} from {args.config} (mode 0640, group {SERVICE_GROUP})",
+            _install_config(config_dest, text, root),
+        )
     elif not config_dest.exists():
         raise EdgeError(f"{config_dest} does not exist; pass --config FILE")
 
@@ -117,6 +187,8 @@ def plan(args: argparse.Namespace) -> List[Action]:
         (f"write {sysusers_dest}", _write(sysusers_dest, (_UNIT_DIR / SYSUSERS).read_text())),
         (f"run {' '.join(sysusers + [str(sysusers_dest)])}", _run(sysusers + [str(sysusers_dest)])),
     ]
+    if args.config is not None:
+        actions.append(config_action)  # after sysusers: its group must exist to own the config
     if not offline:
         actions.append(("run systemctl daemon-reload", _run(["systemctl", "daemon-reload"])))
     actions.append((f"run {' '.join(systemctl + ['enable', instance])}", _run(systemctl + ["enable", instance])))

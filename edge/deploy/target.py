@@ -38,14 +38,19 @@ from typing import Callable, Dict, List, Optional, Tuple
 STEPS = ("connect", "upload", "verify", "check", "swap", "restart", "health", "rollback")
 EXIT_CODES = {step: 10 + i for i, step in enumerate(STEPS)}
 
-# Used as a systemd instance name and as a file name, so no escaping is ever needed.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# Used as a systemd instance name and as a file name, so no escaping is ever needed. Always matched with
+# fullmatch: `$` would accept a trailing newline ("front\n").
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+# The config may hold camera passwords: readable by root and the service's group only.
+CONFIG_MODE = 0o640
+SERVICE_GROUP = "edge"
 CONFIG_NAME = "config.yaml"
 DEFAULT_RESTART = ["systemctl", "restart", "edge-camera@{name}.service"]  # for Type=notify it returns after READY=1
 DEFAULT_HEALTH = ["systemctl", "is-active", "--quiet", "edge-camera@{name}.service"]
 # The new release must load on this device (manifest gate, deserialisation, config vs tensors) before it goes live.
-DEFAULT_CHECK = ["edge-run", "--check", "--config", "{config}", "--engine", "{engine}"]
+# No --engine: the config's own model.engine must name the engine beside it, or the check fails as the service would.
+DEFAULT_CHECK = ["edge-run", "--check", "--config", "{config}"]
 STALE_UPLOAD_S = 3600.0  # younger .incoming-* directories may belong to a deploy still uploading
 POLL_S = 0.5
 
@@ -112,7 +117,7 @@ def expected_engine(manifest: Path, step: str = "verify") -> Tuple[str, int]:
     nested = isinstance(data.get("engine"), dict)
     section, prefix = (data["engine"], "engine.") if nested else (data, "")
     want, size = section.get("sha256"), section.get("size")
-    if not isinstance(want, str) or not SHA256_RE.match(want):
+    if not isinstance(want, str) or not SHA256_RE.fullmatch(want):
         raise StepFailed(step, f"{manifest}: key '{prefix}sha256': expected 64 lowercase hex digits, got {want!r}")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise StepFailed(step, f"{manifest}: key '{prefix}size': expected a byte count, got {size!r}")
@@ -161,12 +166,27 @@ def _fsync_tree(path: Path) -> None:
     _fsync_dir(path)
 
 
+def _set_modes(release: Path, engine: str) -> None:
+    """One documented set of modes, whatever the upload tool did: the engine and manifest world-readable, the config
+    (camera passwords) CONFIG_MODE with the service's group, so only root and edge-camera@ can read it."""
+    import grp
+
+    os.chmod(str(release), 0o755)
+    for name in (engine, f"{engine}.json"):
+        os.chmod(str(release / name), 0o644)
+    config = release / CONFIG_NAME
+    os.chmod(str(config), 0o600)
+    try:
+        os.chown(str(config), -1, grp.getgrnam(SERVICE_GROUP).gr_gid)
+        os.chmod(str(config), CONFIG_MODE)
+    except (KeyError, PermissionError):
+        pass  # no such group yet, or not ours to give: the config stays readable by its owner only
+
+
 def _replace_with_symlink(link: Path, target: str) -> None:
     """Point ``link`` at ``target`` in one rename, so readers see the old or the new link, never none."""
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(target, str(tmp))
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    os.symlink(target, str(tmp))  # fails rather than follows if something sits at that (unguessable) name
     os.replace(str(tmp), str(link))
     _fsync_dir(link.parent)
 
@@ -308,6 +328,7 @@ class Activation:
             detail = check_engine(staging / self.engine, staging / f"{self.engine}.json")
             if not (staging / CONFIG_NAME).is_file():
                 raise StepFailed("verify", f"{staging / CONFIG_NAME}: the config was not uploaded")
+            _set_modes(staging, self.engine)
             _fsync_tree(staging)
         except StepFailed:
             shutil.rmtree(str(staging), ignore_errors=True)
@@ -381,7 +402,7 @@ def _command(text: str) -> List[str]:
 
 def _checked(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        if not pattern.match(text):
+        if not pattern.fullmatch(text):
             raise argparse.ArgumentTypeError(f"{what} {text!r} has characters other than letters, digits, '_', '.', '-'")
         return text
 
