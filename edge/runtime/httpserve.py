@@ -95,13 +95,17 @@ class _Server(ThreadingMixIn, HTTPServer):
 
 
 def _family(key: str, address: str, port: int) -> int:
+    bad = EdgeError(
+        f"{key.rsplit('.', 1)[0]}.address {short(address)}: not an IP address or host name of this machine; "
+        "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+    )
+    # "" would mean every interface to the socket module; a NUL would cut the name short in C.
+    if not address or any(ord(c) <= 32 for c in address):
+        raise bad
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (socket.gaierror, UnicodeError):
-        raise EdgeError(
-            f"{key.rsplit('.', 1)[0]}.address {short(address)}: not an IP address or host name of this machine; "
-            "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
-        ) from None
+    except (socket.gaierror, UnicodeError, ValueError):
+        raise bad from None
     return infos[0][0]
 
 

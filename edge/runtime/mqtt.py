@@ -33,7 +33,7 @@ from edge.config import short
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.outputs import strict_json
-from edge.redact import redact
+from edge.redact import MASK
 from edge.runtime.postprocess import Result
 from edge.runtime.sinks import Sink
 from edge.runtime.sources import Frame
@@ -56,15 +56,19 @@ class BrokerUrl:
     prefix: str
     username: Optional[str]
     password: Optional[str]
-    text: str  # as given, for messages (always through redact)
 
     def __str__(self) -> str:
-        return redact(self.text)
+        """The URL for messages, rebuilt from its parts with the password masked."""
+        auth = ""
+        if self.username is not None:
+            auth = urllib.parse.quote(self.username, safe="") + (f":{MASK}" if self.password is not None else "") + "@"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'mqtts' if self.tls else 'mqtt'}://{auth}{host}:{self.port}/{self.prefix}"
 
 
 def parse_url(url: str, key: str = "sinks.mqtt.url") -> BrokerUrl:
     """``mqtt://[user[:password]@]host[:port]/topic/prefix`` or ``mqtts://…``; anything else is one EdgeError line."""
-    shown = short(redact(url))
+    shown = _shown(url)
     form = "mqtt://[user:pass@]host[:port]/topic/prefix (or mqtts:// for TLS)"
 
     def bad(why: str) -> EdgeError:
@@ -72,9 +76,12 @@ def parse_url(url: str, key: str = "sinks.mqtt.url") -> BrokerUrl:
 
     try:
         u = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        raise bad("the host is not valid (a broken [IPv6] address?)") from None
+    try:
         port = u.port
-    except ValueError as exc:  # a port that is not a number or out of range, a broken [IPv6] literal
-        raise bad(str(exc)) from None
+    except ValueError:
+        raise bad("the port is not a number 1..65535") from None
     scheme = u.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         raise bad(f"scheme {short(u.scheme)!s} is not mqtt or mqtts" if u.scheme else "no scheme")
@@ -83,8 +90,10 @@ def parse_url(url: str, key: str = "sinks.mqtt.url") -> BrokerUrl:
         raise bad("no broker host")
     if port == 0:
         raise bad("port 0")
-    if u.query or u.fragment:
-        raise bad("no ?query or #fragment is understood (set qos, TLS files and the rest under sinks.mqtt)")
+    if u.query or u.fragment or "?" in u.geturl() or "#" in url:
+        raise bad(
+            "'?' and '#' have no place in it: no MQTT wildcards in the prefix, no ?query (qos, TLS files go under sinks.mqtt)"
+        )
     prefix = urllib.parse.unquote(u.path).strip("/")
     if not prefix:
         raise bad("no topic prefix after the host, e.g. mqtt://broker:1883/edge/cam-yard")
@@ -99,7 +108,17 @@ def parse_url(url: str, key: str = "sinks.mqtt.url") -> BrokerUrl:
             raise bad("not valid UTF-8") from None
     if len(prefix.encode("utf-8")) > 1024:
         raise bad("the topic prefix is longer than 1024 bytes")
-    return BrokerUrl(scheme == "mqtts", host, port or DEFAULT_PORTS[scheme], prefix, user, password, url)
+    return BrokerUrl(scheme == "mqtts", host, port or DEFAULT_PORTS[scheme], prefix, user, password)
+
+
+def _shown(url: str) -> str:
+    """A URL that did not parse, for its error message: everything before the last '@' after the scheme is masked,
+    because a broken URL (``://user:pw@host``, a user name with a space) can hide its password from redact."""
+    at = url.rfind("@")
+    if at >= 0:
+        head = url.find("://")
+        url = (url[: head + 3] if 0 <= head < at else "") + MASK + url[at:]
+    return short(url)
 
 
 def _client_id() -> str:
@@ -122,6 +141,7 @@ class MqttSink(Sink):
         self._connected = False
         self._closing = False
         self._in_flight = 0
+        self._disconnects = 0  # lets a publish that raced a disconnect tell whether it was already counted lost
         self._status_mids: set = set()
         self._counting = True  # off once close() has settled the counts
         self._refused: Optional[str] = None
@@ -140,7 +160,7 @@ class MqttSink(Sink):
         elif cfg.ca_file or cfg.cert_file:
             raise EdgeError(f"sinks.mqtt.url {self.url}: ca_file/cert_file are for TLS; use mqtts://")
         client.will_set(self.status_topic, self._status("offline", reason="connection lost"), qos=1, retain=True)
-        client.reconnect_delay_set(1, 30)
+        client.reconnect_delay_set(1, 10)  # a restarted broker sees its cameras back within 10 s
         client.on_connect, client.on_disconnect, client.on_publish = self._on_connect, self._on_disconnect, self._on_publish
         self._connect(cfg.keepalive_s)
         self._thread = threading.Thread(target=self._publish_loop, name="mqtt-publish", daemon=True)
@@ -221,6 +241,7 @@ class MqttSink(Sink):
         with self._cond:
             was = self._connected
             self._connected = False
+            self._disconnects += 1
             if self.qos == 0:
                 # QoS 0 messages paho had not yet written die with the socket (paho marks them lost, no callback).
                 self.lost_in_flight += self._in_flight
@@ -265,15 +286,20 @@ class MqttSink(Sink):
             with self._cond:
                 while not self._closing and not self._ready():
                     self._cond.wait(0.5)
-                if not self._ready():
-                    return  # closing, and nothing more can go out now; close() counts what is left
+                if self._closing:
+                    return  # close() has drained what it could and counts what is left
                 payload = self._queue.popleft()
                 self._in_flight += 1
+                disconnects = self._disconnects
             info = self.client.publish(self.results_topic, payload, qos=self.qos)
             if info.rc != ok and self.qos == 0:
                 # Not connected after all (raced a disconnect): put it back unless newer ones filled the queue.
                 with self._cond:
-                    self._in_flight = max(0, self._in_flight - 1)
+                    if disconnects != self._disconnects:  # _on_disconnect already counted it lost: take that back
+                        self.lost_in_flight -= 1
+                        self.dropped -= 1
+                    else:
+                        self._in_flight -= 1
                     if len(self._queue) < self.capacity:
                         self._queue.appendleft(payload)
                     else:
