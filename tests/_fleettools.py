@@ -249,10 +249,10 @@ class Chromium:
         self._r, from_chrome_w = os.pipe()
         args = f"--headless --no-sandbox --disable-gpu --remote-debugging-pipe --user-data-dir={folder / 'profile'} --window-size={width},{height}"
         self.proc = subprocess.Popen(
-            ["sh", "-c", f'exec "$0" {args} about:blank 3<&{to_chrome_r} 4>&{from_chrome_w}', exe],
+            ["bash", "-c", f'exec "$0" {args} about:blank 3<&{to_chrome_r} 4>&{from_chrome_w}', exe],
             pass_fds=(to_chrome_r, from_chrome_w),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=open(folder / "chromium.log", "wb"),  # noqa: SIM115 - the child keeps it; dbus complaints go here
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
