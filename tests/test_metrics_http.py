@@ -118,6 +118,8 @@ def test_prometheus_scrapes_the_service_through_the_playbooks_targets(tmp_path, 
         assert 0 < stages["infer"] < 5 and stages["end_to_end"] >= stages["infer"]
         fps = only(prom, "edge_fps")
         assert only(prom, "edge_energy_per_frame_joules") == pytest.approx(11.5 / fps, rel=0.5)
+        assert only(prom, "edge_power_total_watts / edge_fps") == pytest.approx(11.5 / fps, rel=0.5)
+        assert value(prom, "count by (model, engine_sha256) (edge_info)") == {frozenset({("model", "blazeface-back-256")}): 1.0}  # empty labels are absent
         (target,) = prom.targets()
         assert target["health"] == "up" and target["lastError"] == ""
         t0 = time.monotonic()
