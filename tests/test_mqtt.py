@@ -317,3 +317,23 @@ def test_mqtts_with_a_ca_file(tmp_path, demo_model, megamind):
     finally:
         sub.close()
         broker.stop()
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_broker_is_away_stops_promptly_and_counts_every_frame(tmp_path, demo_model, megamind):
+    from ._deploytools import free_port
+
+    url = f"mqtt://127.0.0.1:{free_port()}/edge/none"  # nothing listens there, for the whole run
+    run = EdgeRun(
+        tmp_path, "-c", str(DEMO_CONFIG), "--loop", "--duration", "120", "--mqtt", url, "--summary-json", str(tmp_path / "s.json")
+    )
+    try:
+        assert wait_until(lambda: "frames" in run.stderr and "not reachable" in run.stderr, 60), run.stderr
+        time.sleep(3)  # paho is now between reconnect attempts
+        t0 = time.monotonic()
+        run.stop()
+        assert run.proc.returncode == 0 and time.monotonic() - t0 < 10, run.stderr
+    finally:
+        run.stop(signal.SIGKILL)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["mqtt"]["published"] == 0 and summary["mqtt"]["dropped"] == summary["frames"] > 0

@@ -11,6 +11,7 @@ import socket
 from typing import Any, Dict, Optional
 
 import edge
+from edge.lazy import require
 from edge.manifest import read_l4t, read_manifest, sha256_file
 
 SHORT_SHA = 12  # hex digits of a sha256 in labels and status messages
@@ -30,14 +31,12 @@ def run_info(cfg: Any, backend: Any) -> Dict[str, str]:
         manifest = read_manifest(engine)
         info["engine_sha256"] = str(manifest["engine"].get("sha256", ""))[:SHORT_SHA]
         info["model_sha256"] = str((manifest.get("source") or {}).get("sha256") or "")[:SHORT_SHA]
-        info["runtime_version"] = str(getattr(getattr(backend, "_trt", None), "__version__", ""))
+        info["runtime_version"] = str(backend.info()["tensorrt"])
     else:
         path = model_path(cfg)
         info["model"] = cfg.model.asset or path.name
         info["model_sha256"] = sha256_file(path)[:SHORT_SHA]
-        import onnxruntime
-
-        info["runtime_version"] = onnxruntime.__version__
+        info["runtime_version"] = require("onnxruntime", "the ONNX Runtime backend").__version__
     l4t = read_l4t() or {}
     info.update(
         edge_version=edge.__version__,
