@@ -59,3 +59,15 @@ def test_recent_counts_only_the_last_window():
     fps, latency = m.recent(5.0)
     assert fps == pytest.approx(10.0, abs=0.5) and latency == pytest.approx(0.05)
     assert Metrics().recent(5.0) == (0.0, None)
+
+
+def test_the_fleet_modules_import_neither_paho_nor_prometheus_client_until_used():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, edge.runtime.runner, edge.runtime.mqtt, edge.runtime.metrics_http, edge.runtime.view, edge.runtime.serve; "
+        "print(sorted(m for m in ('paho', 'prometheus_client', 'cv2') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stderr
