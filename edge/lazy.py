@@ -20,6 +20,8 @@ _HINTS = {
     "jtop": "pip install jetson-stats (and sudo systemctl start jtop.service)",
     "pynvml": "pip install nvidia-ml-py",
     "matplotlib": "pip install 'edge[report]'",
+    "paho": "pip install 'edge[fleet]' (paho-mqtt 2.x)",
+    "prometheus_client": "pip install 'edge[fleet]' (prometheus-client)",
 }
 
 

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from edge.config import short
 from edge.deploy.target import CONFIG_MODE, NAME_RE, SERVICE_GROUP
@@ -144,8 +144,9 @@ def _install_config(dest: Path, text: str, root: Path) -> Callable[[], None]:
     return do
 
 
-def plan(args: argparse.Namespace) -> List[Action]:
-    """The install as a list of (description, action), so --dry-run prints exactly what a real run does."""
+def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str]]:
+    """The install as a list of (description, action), so --dry-run prints exactly what a real run does, and the
+    camera's endpoints (metrics, live view) to print after it."""
     name, root = args.name, args.root
     if not NAME_RE.fullmatch(name):
         raise EdgeError(
@@ -160,10 +161,8 @@ def plan(args: argparse.Namespace) -> List[Action]:
     config_dest = root / "etc" / "edge" / f"{name}.yaml"
     actions: List[Action] = []
     if args.config is not None:
-        from edge.config import RunConfig, load_dataclass
-
         # A wrong key or type fails here, not at 3 a.m. in the journal; files it names may arrive later by edge deploy.
-        cfg, _ = load_dataclass(RunConfig, args.config)
+        cfg = _load(args.config)
         _check_paths(cfg, args.config, Path("/etc/edge"))
         if config_dest.is_symlink():
             raise EdgeError(
@@ -176,6 +175,9 @@ def plan(args: argparse.Namespace) -> List[Action]:
         )
     elif not config_dest.exists():
         raise EdgeError(f"{config_dest} does not exist; pass --config FILE")
+    else:
+        cfg = _load(config_dest)
+    fleet_actions, urls = _fleet(cfg, name, root)
 
     unit_dest = root / "etc" / "systemd" / "system" / UNIT
     sysusers_dest = root / "etc" / "sysusers.d" / "edge-camera.conf"
@@ -191,18 +193,74 @@ def plan(args: argparse.Namespace) -> List[Action]:
         actions.append(config_action)  # after sysusers: its group must exist to own the config
     if not offline:
         actions.append(("run systemctl daemon-reload", _run(["systemctl", "daemon-reload"])))
+    actions += fleet_actions
     actions.append((f"run {' '.join(systemctl + ['enable', instance])}", _run(systemctl + ["enable", instance])))
     if args.now:
         actions.append((f"run systemctl restart {instance}", _run(["systemctl", "restart", instance])))
-    return actions
+    return actions, urls
 
 
 def main(args: argparse.Namespace) -> int:
-    actions = plan(args)
+    actions, urls = plan(args)
     for description, action in actions:
         print(("would " if args.dry_run else "") + description)
         if not args.dry_run:
             action()
+    for url in urls:
+        print(url)
     if not args.dry_run:
         print(f"installed edge-camera@{args.name}.service; logs: journalctl -u edge-camera@{args.name}")
     return 0
+
+
+def _load(path: Path) -> Any:
+    from edge.config import RunConfig, check_fleet, load_dataclass
+
+    cfg, origin = load_dataclass(RunConfig, path)
+    check_fleet(cfg, origin)  # ports below 1024 would fail only when the unprivileged service starts
+    return cfg
+
+
+def _ports(cfg: Any) -> Dict[str, int]:
+    return {key: port for key, port in (("metrics.port", cfg.metrics.port), ("view.port", cfg.view.port)) if port is not None}
+
+
+def _fleet(cfg: Any, name: str, root: Path) -> Tuple[List[Action], List[str]]:
+    """The camera's metrics and live-view ports checked against the other cameras on this device, the drop-in that
+    lets the read-only service write its node_exporter textfile, and the URLs to print."""
+    from edge.config import RunConfig, load_dataclass
+
+    mine = _ports(cfg)
+    for other in sorted((root / "etc" / "edge").glob("*.yaml")):
+        if other.stem == name:
+            continue
+        try:
+            theirs = _ports(load_dataclass(RunConfig, other)[0])
+        except EdgeError:
+            continue  # not a config this edge reads; its own service says so
+        for key, port in mine.items():
+            clash = next((k for k, p in theirs.items() if p == port), None)
+            if clash:
+                raise EdgeError(
+                    f"{key} {port}: edge-camera@{other.stem} already uses it ({clash} in {other}); give each camera its own port"
+                )
+    urls = [f"metrics: http://{cfg.metrics.address}:{mine['metrics.port']}/metrics"] if "metrics.port" in mine else []
+    if "view.port" in mine:
+        urls.append(f"live view: http://{cfg.view.address}:{mine['view.port']}/")
+    dropin = root / "etc" / "systemd" / "system" / f"edge-camera@{name}.service.d" / "metrics-textfile.conf"
+    textfile = cfg.metrics.textfile
+    if not textfile:
+        return ([(f"remove {dropin} (no metrics.textfile now)", dropin.unlink)] if dropin.exists() else []), urls
+    folder = Path(textfile).parent
+    if not folder.is_absolute() or any(c.isspace() or ord(c) < 32 for c in str(folder)):
+        raise EdgeError(
+            f"metrics.textfile {textfile!r}: the service needs an absolute path without spaces, e.g. "
+            f"/var/lib/prometheus/node-exporter/edge_{name}.prom (node_exporter's --collector.textfile.directory)"
+        )
+    text = (
+        "# Written by `edge service install`: the unit's file system is read-only (ProtectSystem=strict) except where\n"
+        "# it writes; this is node_exporter's textfile folder (metrics.textfile). User edge needs write access to it.\n"
+        f"[Service]\nReadWritePaths=-{folder}\n"
+    )
+    urls.append(f"metrics textfile: {textfile} (for node_exporter)")
+    return [(f"write {dropin}", _write(dropin, text))], urls
