@@ -180,16 +180,16 @@ def test_a_taken_port_is_one_line_and_exit_2_before_the_model_loads(flag, key, t
 @pytest.mark.parametrize(
     "sets, message",
     [
-        (["metrics.port=80"], "key 'metrics.port': expected a port 1024..65535"),
-        (["view.port=70000"], "key 'view.port': expected a port 1024..65535"),
+        (["metrics.port=80"], "--set metrics.port: expected a port 1024..65535"),  # named by the flag that set it
+        (["view.port=70000"], "--set view.port: expected a port 1024..65535"),
         (["metrics.port=9101", "view.port=9101"], "keys 'metrics.port' and 'view.port' are both port 9101"),
         (["metrics.port=9101", "metrics.address=192.0.2.77"], "192.0.2.77 is not an address of this machine"),
         (["view.port=9102", "view.address=no-such-host.invalid"], "view.address 'no-such-host.invalid': not an IP address"),
         (["metrics.textfile=/nonexistent-dir/edge.prom"], "folder /nonexistent-dir does not exist"),
         (["metrics.textfile=edge.txt"], "ending in .prom"),
-        (["view.quality=0"], "key 'view.quality'"),
-        (["sinks.mqtt.qos=2"], "key 'sinks.mqtt.qos': expected 0 or 1"),
-        (["sinks.mqtt.qos=true"], "key 'sinks.mqtt.qos'"),
+        (["view.quality=0"], "--set view.quality"),
+        (["sinks.mqtt.qos=2"], "--set sinks.mqtt.qos: expected 0 or 1"),
+        (["sinks.mqtt.qos=true"], "--set sinks.mqtt.qos"),
     ],
 )
 def test_bad_fleet_settings_are_one_line_and_exit_2(sets, message, demo_model):
