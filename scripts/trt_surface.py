@@ -31,7 +31,11 @@ HEADERS = ("NvInferRuntimeBase.h", "NvInferRuntimeCommon.h", "NvInferRuntime.h",
 # What tensorrt/__init__.py adds in Python on top of the C++ module, in every release from 8.x to 10.x:
 # __version__, volume(), nptype() and DataType.itemsize (https://github.com/NVIDIA/TensorRT/blob/release/8.6/
 # python/packaging/tensorrt/__init__.py; .../release/10.3/python/packaging/bindings_wheel/tensorrt/__init__.py).
-PACKAGE_ADDITIONS = {"functions": ["nptype", "volume"], "attributes": ["__version__"], "class_members": {"DataType": ["itemsize"]}}
+PACKAGE_ADDITIONS = {
+    "functions": ["nptype", "volume"],
+    "attributes": ["__version__"],
+    "class_members": {"DataType": ["itemsize"]},
+}
 
 # Preprocessor conditions of the binding sources: False = not compiled into the released wheels.
 CONDITIONS = {"ENABLE_INETWORK_SERIALIZE": False, "EXPORT_ALL_BINDINGS": True}
@@ -241,9 +245,7 @@ class Binder:
                 self.cpp_to_py[targs[0]] = qual
                 self._apply_enum(qual, calls)
             else:
-                cls = self.classes.setdefault(
-                    name, {"cpp": targs[0], "bases": [], "init": False, "full_only": full, "members": {}}
-                )
+                self.classes.setdefault(name, {"cpp": targs[0], "bases": [], "init": False, "full_only": full, "members": {}})
                 self.cpp_to_py[targs[0]] = name
                 self.pending_bases[name] = targs[1:]
                 if variable:
@@ -305,7 +307,9 @@ class Binder:
 
     def resolve_bases(self) -> None:
         for name, targs in self.pending_bases.items():
-            self.classes[name]["bases"] = [self.cpp_to_py[t] for t in targs if t in self.cpp_to_py and t != self.classes[name]["cpp"]]
+            self.classes[name]["bases"] = [
+                self.cpp_to_py[t] for t in targs if t in self.cpp_to_py and t != self.classes[name]["cpp"]
+            ]
 
 
 def _looks_like_callable(arg: str) -> bool:
@@ -370,7 +374,7 @@ def header_enums(texts: List[str]) -> Dict[str, Dict[str, int]]:
 
 
 def enum_values(binder: Binder, headers: Dict[str, Dict[str, int]]) -> None:
-    for qual, enum in binder.enums.items():
+    for enum in binder.enums.values():
         cpp_enum = enum["cpp"].split("::")[-1]
         table = headers.get(cpp_enum, {})
         values = {}

@@ -49,7 +49,9 @@ class DeviceMemory:
         self.blocks.pop(ptr, None)
 
 
-def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str, Tuple[int, int]], ...] = (("stand-in GPU", (8, 7)),)) -> types.ModuleType:
+def make_pycuda(
+    memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str, Tuple[int, int]], ...] = (("stand-in GPU", (8, 7)),)
+) -> types.ModuleType:
     """A ``pycuda`` package with ``driver`` and ``compiler``; ``driver.log`` lists every operation in order."""
     memory = memory or DeviceMemory()
     log: List[tuple] = []
@@ -57,7 +59,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
     local = threading.local()
     contexts_made: List[Any] = []
 
-    def current() -> Optional["Context"]:
+    def current() -> Optional[Context]:
         stack = getattr(local, "stack", None)
         return stack[-1] if stack else None
 
@@ -68,7 +70,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
         pass
 
     class Context:
-        def __init__(self, device: "Device", primary: bool) -> None:
+        def __init__(self, device: Device, primary: bool) -> None:
             self.device, self.primary, self.id = device, primary, next(ids)
             self.detached = False
 
@@ -83,7 +85,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
             stack.pop()
 
         @staticmethod
-        def get_current() -> Optional["Context"]:
+        def get_current() -> Optional[Context]:
             return current()
 
         @staticmethod
@@ -160,7 +162,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
         def synchronize(self) -> None:
             log.append(("stream.synchronize", self.handle))
 
-        def wait_for_event(self, event: "Event") -> None:
+        def wait_for_event(self, event: Event) -> None:
             log.append(("wait_for_event", self.handle, event.id, event.recorded_on))
 
     class Event:
@@ -169,7 +171,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
             self.recorded_on: Optional[int] = None
             self.t = 0.0
 
-        def record(self, stream: Optional[Stream] = None) -> "Event":
+        def record(self, stream: Optional[Stream] = None) -> Event:
             self.recorded_on = stream.handle if stream is not None else 0
             self.t = float(len(log))
             log.append(("event.record", self.id, self.recorded_on))
@@ -178,7 +180,7 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str,
         def synchronize(self) -> None:
             log.append(("event.synchronize", self.id))
 
-        def time_since(self, other: "Event") -> float:
+        def time_since(self, other: Event) -> float:
             return self.t - other.t
 
     def pagelocked_empty(shape: Any, dtype: Any) -> np.ndarray:

@@ -275,7 +275,7 @@ class B_ICudaEngine:
         self._logger = logger
         self._plan = plan
         self._dla_core = dla_core
-        self._contexts: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
         self._created = 0
 
     @property
@@ -702,8 +702,8 @@ class B_OnnxParser:
         parser = tensorrt_rtx.OnnxParser(network, rtx_logger)
         ok = parser.parse_from_file(str(model))
         self._errors = [
-            self._trt.ParserError._new(e.code().name if hasattr(e.code(), "name") else str(e.code()), e) for e in
-            (parser.get_error(i) for i in range(parser.num_errors))
+            self._trt.ParserError._new(e.code().name if hasattr(e.code(), "name") else str(e.code()), e)
+            for e in (parser.get_error(i) for i in range(parser.num_errors))
         ]
         # Keep the RTX objects alive with the network that shows them.
         self._network._rtx, self._network._onnx = network, Path(model)

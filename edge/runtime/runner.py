@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import signal
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from edge.errors import EdgeError, RunFailed
+from edge.manifest import read_l4t
 from edge.outputs import write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
@@ -235,7 +237,12 @@ def _install_signal_handlers(p: Pipeline) -> dict:
 
 def check(cfg: Any) -> int:
     """`edge-run --check`: open the model or engine as a run would (for TensorRT: the manifest gate, then
-    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks."""
+    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks.
+
+    Where no TensorRT exists and the machine is not a Jetson (a build host, CI, a deploy machine), an engine is
+    checked as an artefact: manifest, size and sha256, and the config against the tensors the manifest lists."""
+    if cfg.backend == "tensorrt" and importlib.util.find_spec("tensorrt") is None and read_l4t() is None:
+        return _check_artefact(cfg)
     backend = create_backend(cfg)
     try:
         tensor = pick_input(cfg, backend.inputs)
@@ -247,6 +254,41 @@ def check(cfg: Any) -> int:
         print(f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}")
     finally:
         backend.close()
+    return 0
+
+
+def _check_artefact(cfg: Any) -> int:
+    import numpy as np
+
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.engine_gate import verify_manifest
+    from edge.runtime.model import engine_path
+
+    path = engine_path(cfg)
+    manifest = verify_manifest(path)
+    io = manifest["io"]
+    try:
+        inputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "input"]
+        outputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "output"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EdgeError(
+            f"manifest of '{path}': key 'io' lists a tensor edge cannot read ({exc}); rebuild with edge-build"
+        ) from None
+    tensors = ""
+    if inputs:
+        tensor = pick_input(cfg, inputs)
+        spec = preprocess_spec(cfg, tensor)
+        create_postprocessor(cfg, outputs, spec)
+        tensors = f"; the config fits its tensors (input {tensor.name} {list(spec.input_shape)} {spec.dtype})"
+    dev, dla = manifest["device"], manifest["dla"].get("core")
+    built = f"TensorRT {manifest['tensorrt'].get('version')}, compute capability {dev.get('compute_capability')}"
+    built += f", JetPack {dev['jetpack']}" if dev.get("jetpack") else ""
+    built += f", DLA core {dla}" if dla is not None and dla >= 0 else ""
+    print(
+        f"edge-run: check ok (artefact only): engine {path} matches its manifest ({manifest['engine'].get('size')} bytes, "
+        f"sha256 {manifest['engine']['sha256'][:12]}…), built for {built}{tensors}; not deserialised: this machine has no "
+        "TensorRT and is not a Jetson"
+    )
     return 0
 
 
