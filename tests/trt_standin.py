@@ -612,9 +612,16 @@ class B_INetworkDefinition:
         return self._trt.ILayer._new(self._rtx.get_layer(index))
 
 
+# What the release's parser makes of a type it lacks: "TensorRT will attempt to cast down INT64 to INT32"
+# (onnx-tensorrt 8.5-GA and 8.6-GA operators.md).
+_DOWNCAST = {("DataType", "INT64"): "INT32"}
+
+
 def _member(trt: Any, enum: str, value: Any) -> Any:
     """The member of this release's enum with the name of a TensorRT-RTX enum value; NotModelled if it has none."""
     name = str(value).split(".")[-1]
+    if not hasattr(getattr(trt, enum), name):
+        name = _DOWNCAST.get((enum, name), name)
     found = getattr(getattr(trt, enum), name, None)
     if found is None:
         raise NotModelled(f"TensorRT-RTX produced {enum}.{name}, which TensorRT {trt.__version__} does not have")
@@ -779,7 +786,7 @@ def _drive_calibrator(builder: Any, network: Any, config: Any) -> Optional[str]:
     """What TensorRT's builder does with an INT8 calibrator before it builds. Returns an error, or None."""
     trt, cal = builder._trt, config.int8_calibrator
     algorithm = ALGORITHM_NAMES[cal.get_algorithm().name]
-    tag = _version_tag(trt._surface_version)
+    tag = _version_tag(trt.__version__)
     header = f"TRT-{tag}-{algorithm}"
     cached = cal.read_calibration_cache()
     if cached is not None:
@@ -851,6 +858,17 @@ def _build(builder: Any, network: Any, config: Any) -> Any:
         t = network.get_output(i)
         tensors[t.name] = (False, t.dtype.name, tuple(t.shape))
     plan = EnginePlan(trt._surface_version, tensors, profiles, config.DLA_core if dla else None)
+    onnx = getattr(network, "_onnx", None)
+    if onnx is not None and any(d < 0 for _, _, s in tensors.values() for d in s):
+        outputs = [n for n, (is_in, _, _) in tensors.items() if not is_in]
+
+        def output_shapes(shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:
+            from edge.graph.model import prepare  # ONNX shape inference at the given input shapes
+
+            graph = prepare(onnx, shapes)
+            return {n: tuple(graph.shape(n)) for n in outputs}
+
+        plan.outputs = output_shapes
     m.calls.append(("built", sorted(config._flags), len(profiles), plan.dla_core))
     return trt.IHostMemory._new(m.register(plan))
 
