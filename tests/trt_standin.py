@@ -104,6 +104,7 @@ class Machine:
     memory: Any = None  # a device-memory stand-in with read(ptr, nbytes) / write(ptr, bytes), for execute_async_v3
     can_run_on_dla: Callable[[Any], bool] = lambda layer: False
     calls: List[tuple] = field(default_factory=list)  # what edge asked of TensorRT, in order
+    run_with: Optional[Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]] = None  # for plans without ``run``
 
     def register(self, plan: EnginePlan, payload: Optional[bytes] = None) -> bytes:
         payload = payload or f"stand-in plan {len(self.plans)} for TensorRT {plan.version}".encode()
@@ -317,6 +318,9 @@ class B_ICudaEngine:
     def num_layers(self) -> int:
         return 1
 
+    def create_engine_inspector(self) -> Any:
+        return self._trt.EngineInspector._new()
+
     def create_execution_context(self) -> Any:
         profile = 0
         if self._plan.dynamic:
@@ -330,6 +334,13 @@ class B_ICudaEngine:
         self._contexts.add(ctx)
         self._created += 1
         return ctx
+
+
+class B_EngineInspector:
+    """Layer placement is not modelled: the stand-in's inspector lists no layers."""
+
+    def get_engine_information(self, format: Any) -> str:
+        return json.dumps({"Layers": []})
 
 
 class B_IExecutionContext:
@@ -423,7 +434,8 @@ class B_IExecutionContext:
             return self._error("an input shape is not set")
         if any(n not in self._addresses for n in plan.tensors):
             return self._error("a tensor address is not set")
-        if plan.run is not None and self._machine.memory is not None:
+        run = plan.run or self._machine.run_with
+        if run is not None and self._machine.memory is not None:
             mem = self._machine.memory
             feeds = {}
             for n in inputs:
@@ -431,7 +443,7 @@ class B_IExecutionContext:
                 shape = self.get_tensor_shape(n)
                 dtype = _NUMPY[dt]
                 feeds[n] = np.frombuffer(mem.read(self._addresses[n], int(np.prod(shape)) * dtype.itemsize), dtype).reshape(shape)
-            for n, arr in plan.run(feeds).items():
+            for n, arr in run(feeds).items():
                 _, dt, _ = plan.tensors[n]
                 mem.write(self._addresses[n], np.ascontiguousarray(arr, _NUMPY[dt]).tobytes(), stream_handle)
         return True
@@ -878,6 +890,7 @@ BEHAVIOURS: Dict[str, type] = {
     "Logger": B_Logger,
     "Runtime": B_Runtime,
     "ICudaEngine": B_ICudaEngine,
+    "EngineInspector": B_EngineInspector,
     "IExecutionContext": B_IExecutionContext,
     "Builder": B_Builder,
     "IBuilderConfig": B_IBuilderConfig,

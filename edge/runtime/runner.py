@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import signal
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from edge.errors import EdgeError, RunFailed
+from edge.lazy import available
 from edge.manifest import read_l4t
 from edge.outputs import write_json
 from edge.redact import redact_data
@@ -241,7 +241,7 @@ def check(cfg: Any) -> int:
 
     Where no TensorRT exists and the machine is not a Jetson (a build host, CI, a deploy machine), an engine is
     checked as an artefact: manifest, size and sha256, and the config against the tensors the manifest lists."""
-    if cfg.backend == "tensorrt" and importlib.util.find_spec("tensorrt") is None and read_l4t() is None:
+    if cfg.backend == "tensorrt" and not available("tensorrt") and read_l4t() is None:
         return _check_artefact(cfg)
     backend = create_backend(cfg)
     try:
