@@ -194,7 +194,9 @@ def expand_specifiers(value: str, name: str) -> str:
 
 def sandbox_properties(unit_text: str, name: str) -> List[str]:
     """The unit's sandbox as ``KEY=VALUE`` properties for ``systemd-run -p`` (specifiers expanded for NAME)."""
-    return [f"{key}={expand_specifiers(value, name)}" for key, value in unit_service_directives(unit_text) if key not in _NOT_SANDBOX]
+    return [
+        f"{key}={expand_specifiers(value, name)}" for key, value in unit_service_directives(unit_text) if key not in _NOT_SANDBOX
+    ]
 
 
 def check_command(unit_text: str, name: str, timeout: float) -> List[str]:
@@ -227,7 +229,9 @@ def check(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
-    print(f"edge service check: running edge-run --check for {name} in the sandbox of edge-camera@{name}.service", file=sys.stderr)
+    print(
+        f"edge service check: running edge-run --check for {name} in the sandbox of edge-camera@{name}.service", file=sys.stderr
+    )
     run_check(cmd, name, args.timeout)
     print(f"edge service check: ok: edge-camera@{name}.service can open its model, engine and devices in its sandbox")
     return 0
