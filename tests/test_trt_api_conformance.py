@@ -253,3 +253,18 @@ def test_every_modelled_behaviour_exists_in_some_release():
     for cname, members in behaviour_members().items():
         known = set().union(*(class_members(s, cname) for s in every))
         assert set(members) <= known, (cname, set(members) - known)
+
+
+@pytest.mark.parametrize("version", ["8.6.1", "10.3.0"])
+def test_the_runtime_backend_uses_only_what_the_lean_runtime_binds(version):
+    """edge-run needs only TensorRT's runtime: nothing it touches is under `#if EXPORT_ALL_BINDINGS` (the builder
+    side, absent from the lean runtime module). 8.5.2's sources have no such split."""
+    s = surface(version)
+    full_only = {n for n, c in s["classes"].items() if c["full_only"]} | {n for n, e in s["enums"].items() if e["full_only"]}
+    lean = {m for c in s["classes"].values() if not c["full_only"] for m, e in c["members"].items() if not e["full_only"]}
+    members = {m for c in s["classes"].values() for m in c["members"]} - lean  # bound only in builder-side code
+    for rel in ("edge/runtime/backends/tensorrt.py", "edge/runtime/engine_gate.py"):
+        for line, kind, dotted, _ in accesses(ROOT / rel):
+            top = dotted.split(".")[0]
+            assert not (kind == "module" and top in full_only), f"{rel}:{line}: tensorrt.{dotted} is builder-only"
+            assert not (kind == "member" and dotted in members), f"{rel}:{line}: .{dotted} is builder-only"
