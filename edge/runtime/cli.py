@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="publish each frame's results: mqtt://[user:pass@]host[:port]/topic/prefix or mqtts:// (sinks.mqtt.url)",
     )
-    p.add_argument("--metrics-port", type=argtypes.port, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N (metrics.port)")
+    p.add_argument(
+        "--metrics-port", type=argtypes.port, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N (metrics.port)"
+    )
     p.add_argument("--view-port", type=argtypes.port, metavar="N", help="serve the live view on http://127.0.0.1:N/ (view.port)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="ONNX Runtime provider (device)")
     p.add_argument(

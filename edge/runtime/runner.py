@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from edge.errors import EdgeError, RunFailed, one_line
+from edge.lazy import available
+from edge.manifest import read_l4t
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
@@ -333,7 +335,12 @@ def _trial_frame(backend: Any, spec: Any, input_name: str, post: Any) -> None:
 
 def check(cfg: Any) -> int:
     """`edge-run --check`: open the model or engine as a run would (for TensorRT: the manifest gate, then
-    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks."""
+    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks.
+
+    Where no TensorRT exists and the machine is not a Jetson (a build host, CI, a deploy machine), an engine is
+    checked as an artefact: manifest, size and sha256, and the config against the tensors the manifest lists."""
+    if cfg.backend == "tensorrt" and not available("tensorrt") and read_l4t() is None:
+        return _check_artefact(cfg)
     backend = create_backend(cfg)
     try:
         tensor = pick_input(cfg, backend.inputs)
@@ -346,6 +353,41 @@ def check(cfg: Any) -> int:
         print(f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}")
     finally:
         backend.close()
+    return 0
+
+
+def _check_artefact(cfg: Any) -> int:
+    import numpy as np
+
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.engine_gate import verify_manifest
+    from edge.runtime.model import engine_path
+
+    path = engine_path(cfg)
+    manifest = verify_manifest(path)
+    io = manifest["io"]
+    try:
+        inputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "input"]
+        outputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "output"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EdgeError(
+            f"manifest of '{path}': key 'io' lists a tensor edge cannot read ({exc}); rebuild with edge-build"
+        ) from None
+    tensors = ""
+    if inputs:
+        tensor = pick_input(cfg, inputs)
+        spec = preprocess_spec(cfg, tensor)
+        create_postprocessor(cfg, outputs, spec)
+        tensors = f"; the config fits its tensors (input {tensor.name} {list(spec.input_shape)} {spec.dtype})"
+    dev, dla = manifest["device"], manifest["dla"].get("core")
+    built = f"TensorRT {manifest['tensorrt'].get('version')}, compute capability {dev.get('compute_capability')}"
+    built += f", JetPack {dev['jetpack']}" if dev.get("jetpack") else ""
+    built += f", DLA core {dla}" if dla is not None and dla >= 0 else ""
+    print(
+        f"edge-run: check ok (artefact only): engine {path} matches its manifest ({manifest['engine'].get('size')} bytes, "
+        f"sha256 {manifest['engine']['sha256'][:12]}…), built for {built}{tensors}; not deserialised: this machine has no "
+        "TensorRT and is not a Jetson"
+    )
     return 0
 
 
