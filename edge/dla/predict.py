@@ -884,11 +884,11 @@ def _merges_into_fc(g: Graph, idx: int, node: Any, fc: Set[int]) -> Optional[int
 
 
 def _pad_into_conv(g: Graph, node: Any) -> Optional[int]:
-    """A constant zero Pad of H and W whose only consumer is a Conv: the builder folds it into the conv's padding."""
+    """A constant zero Pad of H and W whose only consumer is a Conv or a pooling: it becomes that layer's padding."""
     if node.op_type != "Pad" or not node.output or node.output[0] in g.outputs:
         return None
     users = g.consumers.get(node.output[0], [])
-    if len(users) != 1 or g.nodes[users[0]].op_type != "Conv":
+    if len(users) != 1 or g.nodes[users[0]].op_type not in ("Conv", "MaxPool", "AveragePool"):
         return None
     a = attrs(node)
     pads = a.get("pads")
@@ -901,10 +901,16 @@ def _pad_into_conv(g: Graph, node: Any) -> Optional[int]:
     rank = len(pads) // 2
     if rank != 4 or any(pads[i] or pads[i + rank] for i in (0, 1)) or min(pads) < 0:
         return None
-    w = g.consts.get(g.nodes[users[0]].input[1])
-    conv_pads = list(attrs(g.nodes[users[0]]).get("pads", [0, 0, 0, 0]))
-    total = [conv_pads[0] + pads[2], conv_pads[1] + pads[3], conv_pads[2] + pads[6], conv_pads[3] + pads[7]]
-    if w is None or w.ndim != 4 or any(p > 31 or p >= w.shape[2 + i % 2] for i, p in enumerate(total)):
+    host = g.nodes[users[0]]
+    own = list(attrs(host).get("pads", [0, 0, 0, 0]))
+    total = [own[0] + pads[2], own[1] + pads[3], own[2] + pads[6], own[3] + pads[7]]
+    if host.op_type == "Conv":
+        w = g.consts.get(host.input[1]) if len(host.input) > 1 else None
+        kernel = list(w.shape[2:]) if w is not None and w.ndim == 4 else None
+        limit = 31
+    else:
+        kernel, limit = list(attrs(host).get("kernel_shape", [])), 7
+    if not kernel or len(kernel) != 2 or any(p > limit or p >= kernel[i % 2] for i, p in enumerate(total)):
         return None
     return users[0]
 

@@ -241,8 +241,8 @@ RULES: Dict[str, Rule] = {
         _r("pad.fill", "Pad becomes a fill-mode SLICE, but DLA slices are STRICT_BOUNDS only", "inference", H1030),
         _r(
             "pad.conv",
-            "a zero Pad of H and W feeding only a convolution becomes that convolution's padding (NVIDIA's prepared "
-            "ResNet-50 keeps TensorFlow's Pads and builds without GPU fallback)",
+            "a zero Pad of H and W feeding only a convolution or pooling becomes that layer's padding (NVIDIA's "
+            "prepared ResNet-50 models keep such Pads and build for the DLA without GPU fallback)",
             "log",
             DLA_SW_MODELS,
             unconfirmed=True,
