@@ -58,6 +58,7 @@ _ACT = {
 }
 _ELT = {"Add": "SUM", "Sum": "SUM", "Sub": "SUB", "Mul": "PROD", "Div": "DIV", "Max": "MAX", "Min": "MIN", "Pow": "POW"}
 _ELT |= {"Equal": "EQUAL", "Greater": "GREATER", "Less": "LESS", "And": "AND", "Or": "OR", "Xor": "XOR", "Mod": "FLOOR_DIV"}
+_ELT |= {"GreaterOrEqual": "GREATER+EQUAL", "LessOrEqual": "LESS+EQUAL"}  # two comparisons and an OR
 _UNARY = {
     "Abs": "ABS",
     "Exp": "EXP",

@@ -101,7 +101,8 @@ class NodeVerdict:
     def reason(self) -> str:
         if self.rule is None:
             return "; ".join(self.notes)
-        return f"{self.value} [{self.rule}]"
+        mark = " unconfirmed" if RULES[self.rule].unconfirmed else ""
+        return f"{self.value} [{self.rule}{mark}]"
 
 
 @dataclass
@@ -155,6 +156,12 @@ class Report:
     def dla_flops_share(self) -> float:
         return self.dla_flops / self.flops if self.flops else 0.0
 
+    def unconfirmed_rules(self) -> List[str]:
+        """Rules this prediction rests on that no source settles (see rules.RULES[...].sources)."""
+        used = {n.rule for n in self.nodes if n.rule and RULES[n.rule].unconfirmed}
+        used |= {r for n in self.nodes for r in n.unconfirmed}
+        return sorted(used)
+
     def gpu_by_rule(self) -> Dict[str, int]:
         counts: Dict[str, int] = {}
         for n in self.nodes:
@@ -181,7 +188,7 @@ class Report:
         }
 
     def to_dict(self) -> Dict[str, Any]:
-        used = {n.rule for n in self.nodes if n.rule}
+        used = {n.rule for n in self.nodes if n.rule} | set(self.unconfirmed_rules())
         return {
             "model": self.model,
             "target": self.target,
@@ -192,6 +199,7 @@ class Report:
             "dynamic_inputs": self.dynamic_inputs,
             "summary": self.summary(),
             "findings": self.findings,
+            "unconfirmed_rules": self.unconfirmed_rules(),
             "subgraphs": [asdict(s) for s in self.subgraphs],
             "nodes": [{**asdict(n), "reason": n.reason} for n in self.nodes],
             "legend": "reason = the value that broke the rule [rule id]; see 'rules' for each rule's limit and sources",
@@ -840,12 +848,20 @@ def _verdict(ctx: _Ctx, idx: int, node: Any, fully_connected: bool) -> NodeVerdi
             broken = _first_broken(ctx, node, fully_connected)
     except Exception as exc:  # attributes or inputs that do not fit the operator: the parser would reject it too
         broken = ("op.malformed", f"{node.op_type}: {type(exc).__name__}")
+    if fully_connected and broken:  # a refused FC stays the parser's matrix multiply on the GPU
+        low = lower(node.op_type, name, ctx.lim.trt, node.domain)
     v = NodeVerdict(name, node.op_type, low.kind, GPU if broken else DLA, flops=_safe_flops(ctx.g, node))
     v.trt_layers = [f"{kind}: {layer}" for kind, layer in low.layers]
+    if fully_connected and not broken:
+        v.trt_layers[-1] += " (GPU)"  # the builder's output reshape runs on the GPU in every published log
     if low.note:
         v.notes.append(low.note)
     if broken:
         v.rule, v.value = broken
+    elif node.op_type == "LeakyRelu":
+        v.unconfirmed.append("act.leaky")
+    elif fully_connected:
+        v.unconfirmed.append("matmul.fc")
     return v
 
 
