@@ -15,7 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--target", required=True, choices=("orin", "xavier"), help="DLA generation (Jetson AGX/NX Orin or Xavier)"
     )
     parser.add_argument(
-        "--trt", choices=TRT_CHOICES, help="TensorRT of the JetPack: 8.5 (JetPack 5), 8.6 (6.0), 10.3 (6.1/6.2), 10.7, 11.4 (7.2.2+); default 10.3 on Orin, 8.5 on Xavier"
+        "--trt",
+        choices=TRT_CHOICES,
+        help="TensorRT of the JetPack: 8.5 (JetPack 5), 8.6 (6.0), 10.3 (6.1/6.2), 10.7, 11.4 (7.2.2+); default 10.3 on Orin, 8.5 on Xavier",
     )
     parser.add_argument(
         "--shape", action="append", default=[], metavar="NAME=1x3xHxW", help="static shape of a dynamic input (repeat per input)"

@@ -258,9 +258,6 @@ class _Pass:
                 self.out.unknown_ops[node.op_type] = self.out.unknown_ops.get(node.op_type, 0) + 1
 
 
-def fold(
-    model: Any, values: Dict[str, np.ndarray], dtypes: Dict[str, int], cap_bytes: int = CAP_BYTES
-) -> Folded:
+def fold(model: Any, values: Dict[str, np.ndarray], dtypes: Dict[str, int], cap_bytes: int = CAP_BYTES) -> Folded:
     """Shapes, types and build-time values of every tensor of ``model`` (inputs already pinned to static shapes)."""
     return _Pass(model, values, dtypes, cap_bytes).run()
-

@@ -193,6 +193,4 @@ def _initializer(init: Any) -> np.ndarray:
     try:
         return require("onnx").numpy_helper.to_array(init)
     except Exception as exc:  # data that does not match its declared type or dims
-        raise EdgeError(
-            f"initializer '{short(init.name)}' is malformed ({type(exc).__name__}); re-export the model"
-        ) from None
+        raise EdgeError(f"initializer '{short(init.name)}' is malformed ({type(exc).__name__}); re-export the model") from None

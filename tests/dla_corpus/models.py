@@ -22,7 +22,10 @@ def _tutorial_head(n: Net, x: str, first: int, pool_op: str = "GlobalAveragePool
     names = (
         ["/pool/GlobalAveragePool", "/Shape", "/Constant", "/Gather", "/Unsqueeze", "/Concat", "/Reshape", "/linear/Gemm"]
         if torch2
-        else [f"{op}_{first + i}" for i, op in enumerate(["GlobalAveragePool", "Shape", "Constant", "Gather", "Unsqueeze", "Concat", "Reshape", "Gemm"])]
+        else [
+            f"{op}_{first + i}"
+            for i, op in enumerate(["GlobalAveragePool", "Shape", "Constant", "Gather", "Unsqueeze", "Concat", "Reshape", "Gemm"])
+        ]
     )
     if pool_op == "AveragePool":  # modify.py changes the op, not the node's name
         p = n.node("AveragePool", [x], names[0], kernel_shape=[2, 2])

@@ -63,7 +63,9 @@ class Net:
 
     def clip(self, x: str, name: str, low: float, high: float) -> str:
         if self.opset >= 11:
-            y = self.node("Clip", [x, self.const(f"{name}_min", np.float32(low)), self.const(f"{name}_max", np.float32(high))], name)
+            y = self.node(
+                "Clip", [x, self.const(f"{name}_min", np.float32(low)), self.const(f"{name}_max", np.float32(high))], name
+            )
         else:
             y = self.node("Clip", [x], name, min=low, max=high)
         self.channels[y] = self.channels[x]
