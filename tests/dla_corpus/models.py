@@ -329,7 +329,21 @@ def dlasw_retinanet_rn34(backbone_only: bool = False):
     return n.model()
 
 
+def trt_sample_cudla():
+    """NVIDIA TensorRT samples/sampleCudla: one ElementWise SUM of two FP16 [1, 32, 32, 32] inputs, built through
+    the network API (here an ONNX Add with TensorRT's name for the unnamed layer)."""
+    from onnx import TensorProto, helper
+
+    n = Net("sample_cudla", 13)
+    n.inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT16, [1, 32, 32, 32]) for name in ("inputA", "inputB")]
+    n.node("Add", ["inputA", "inputB"], "(Unnamed Layer* 0) [ElementWise]", out="output")
+    n.output("output")
+    n.outputs[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    return n.model()
+
+
 BUILDERS: Dict[str, Callable] = {
+    "trt_sample_cudla": trt_sample_cudla,
     "tutorial_model_gn": lambda: tutorial_model_gn(),
     "tutorial_model_bn": lambda: tutorial_model_bn(),
     "tutorial_model_bn_avgpool": lambda: tutorial_model_bn("AveragePool"),
