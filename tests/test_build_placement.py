@@ -96,3 +96,39 @@ def test_engine_inspector_json():
     assert [(x.device, x.precision) for x in layers] == [("DLA", "INT8"), ("GPU", "FP32")]
     assert transitions(layers) == 1
     assert from_inspector({"Layers": ["conv1 + relu1"]}, ["conv1 + relu1"])[0].device == "DLA"
+
+
+def test_prebuild_pass_names_the_reason_for_the_builders_own_layers():
+    """edge-build's pre-build pass uses edge dla's predictor: TensorRT's layer names, the builder's
+    reshape_after_<node> included, find the verdict of the ONNX node they come from (fake config and network:
+    no TensorRT with a DLA here)."""
+    import pytest
+
+    pytest.importorskip("onnx")
+    from edge.builder.placement import prebuild_pass
+    from edge.dla.predict import predict
+    from tests.dla_corpus.models import tutorial_model_bn
+
+    prediction = predict(tutorial_model_bn(), "orin", "8.5", {"input": (32, 3, 32, 32)}, "int8")
+
+    class Layer:
+        def __init__(self, name, kind):
+            self.name, self.type = name, kind
+
+    layers = [Layer("Conv_0", "CONVOLUTION"), Layer("GlobalAveragePool_8", "REDUCE"), Layer("reshape_after_Gemm_15", "SHUFFLE")]
+
+    class Network:
+        num_layers = len(layers)
+
+        def get_layer(self, i):
+            return layers[i]
+
+    class Config:
+        def can_run_on_DLA(self, layer):
+            return layer.type == "CONVOLUTION"
+
+    result = prebuild_pass(Config(), Network(), prediction)
+    why = {g["name"]: g["why"] for g in result["gpu_layers"]}
+    assert why["GlobalAveragePool_8"].endswith("[pool.global]")
+    assert "reshape_after_Gemm_15" in why and result["can_run_on_dla"] == 1
+    assert result["prediction"]["summary"]["subgraphs"] == 2
