@@ -30,12 +30,12 @@ def scores():
 
 
 def test_the_corpus_covers_what_the_issue_asks():
-    assert len(CASES) >= 15
+    assert len(CASES) >= 16
     assert {c["target"] for c in CASES} == {"orin", "xavier"}
     assert {c["precision"] for c in CASES} == {"int8", "fp16"}
     versions = {c["trt"].split(".")[0] + "." + c["trt"].split(".")[1] for c in CASES}
     assert {"8.4", "8.5", "8.6", "10.3"} <= versions
-    assert {"classifier", "detector"} <= {c["kind"] for c in CASES}
+    assert {"classifier", "detector", "segmenter"} <= {c["kind"] for c in CASES}
     for c in CASES:
         assert (c["url"] or c["locator"]) and c["date"] and c["published"] and c["shapes"] and c["opset"]
         assert c["nodes"] == "all" or all({"published", "node", "device"} <= set(n) for n in c["nodes"])

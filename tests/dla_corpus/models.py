@@ -329,6 +329,29 @@ def dlasw_retinanet_rn34(backbone_only: bool = False):
     return n.model()
 
 
+def fcn_resnet18_cityscapes():
+    """jetson-inference's FCN-ResNet18 (dusty-nv's torchvision fork, trained with Onixaz's pytorch-segmentation):
+    a ResNet-18 backbone at output stride 32 and torchvision's FCNHead (Conv 3x3 512->128, BatchNorm, ReLU,
+    Dropout, Conv 1x1 -> 12 classes) without the final upsampling, exported by torch 2.x at 1x3x512x1024."""
+    n = Net("fcn_resnet18", 13)
+    x = n.input("input_0", [1, 3, 512, 1024], channels=3)
+    x = n.act("Relu", n.conv(x, 64, 7, "/backbone/conv1/Conv", s=2, p=3), "/backbone/relu/Relu")
+    x = n.maxpool(x, 3, 2, "/backbone/maxpool/MaxPool", pads=(1, 1, 1, 1))
+    for stage, (cout, s) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2)), start=1):
+        for b in range(2):
+            p = f"/backbone/layer{stage}/layer{stage}.{b}"
+            st = s if b == 0 else 1
+            y = n.act("Relu", n.conv(x, cout, 3, f"{p}/conv1/Conv", s=st, p=1), f"{p}/relu/Relu")
+            y = n.conv(y, cout, 3, f"{p}/conv2/Conv", p=1)
+            short = n.conv(x, cout, 1, f"{p}/downsample/downsample.0/Conv", s=st, p=0) if b == 0 and stage > 1 else x
+            x = n.act("Relu", n.add(y, short, f"{p}/Add"), f"{p}/relu_1/Relu")
+    x = n.act("Relu", n.conv(x, 128, 3, "/classifier/classifier.0/Conv", p=1), "/classifier/classifier.2/Relu")
+    n.conv(x, 12, 1, "/classifier/classifier.4/Conv", p=0)
+    n.nodes[-1].output[0] = "output_0"
+    n.output("output_0")
+    return n.model()
+
+
 def trt_sample_cudla():
     """NVIDIA TensorRT samples/sampleCudla: one ElementWise SUM of two FP16 [1, 32, 32, 32] inputs, built through
     the network API (here an ONNX Add with TensorRT's name for the unnamed layer)."""
@@ -344,6 +367,7 @@ def trt_sample_cudla():
 
 BUILDERS: Dict[str, Callable] = {
     "trt_sample_cudla": trt_sample_cudla,
+    "fcn_resnet18_cityscapes": fcn_resnet18_cityscapes,
     "tutorial_model_gn": lambda: tutorial_model_gn(),
     "tutorial_model_bn": lambda: tutorial_model_bn(),
     "tutorial_model_bn_avgpool": lambda: tutorial_model_bn("AveragePool"),
