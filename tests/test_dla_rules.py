@@ -322,3 +322,13 @@ def test_tables_cover_the_shipped_pairs_and_refuse_the_others():
         limits_for("orin", "11.0")
     with pytest.raises(EdgeError, match="unknown DLA target"):
         limits_for("thor")
+
+
+def test_cli_offers_every_tensorrt_with_rules_and_8_6_for_jetpack_6_0():
+    from edge.dla.cli import TRT_CHOICES
+    from edge.dla.rules import TRT_VERSIONS
+
+    assert TRT_CHOICES == TRT_VERSIONS and "8.6" in TRT_CHOICES
+    assert limits_for("orin", "8.6.2").jetpack == "6.0"  # JetPack 6.0 (L4T 36.2/36.3) ships TensorRT 8.6.2
+    model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": [1, 4, 8, 8]})
+    assert predict(model, "orin", "8.6.2").trt == "8.6"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # dla_rules.TRT_VERSIONS, repeated so --help imports nothing heavy
+TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # rules.TRT_VERSIONS, repeated so --help imports nothing heavy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

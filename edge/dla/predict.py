@@ -1,10 +1,11 @@
 """Offline DLA placement prediction: which ONNX nodes TensorRT will run on the DLA, from the graph alone.
 
-Each ONNX node is mapped to the TensorRT layer the ONNX parser makes of it, checked against the limits table
-for the target (``dla_rules.TABLES``), then the DLA-eligible layers are grouped the way TensorRT builds
-loadables: connected DLA layers merge into one subgraph unless that would route a path out through the GPU
-and back in. Subgraphs past the per-core cap go to GPU, as TensorRT does. This is a prediction: confirm it
-with ``config.can_run_on_DLA`` and the build log on the device.
+Each ONNX node is mapped to the TensorRT layers the ONNX parser of the chosen release makes of it
+(``lowering.lower``), checked against the limits table for the target (``rules.TABLES``), then the DLA-eligible
+layers are grouped the way TensorRT builds loadables: connected DLA layers merge into one subgraph unless that
+would route a path out through the GPU and back in. Subgraphs past the per-core cap go to GPU, as TensorRT does.
+This is a prediction, held against published build logs in tests/dla_corpus: confirm it with
+``config.can_run_on_DLA`` and the build log on the device.
 """
 
 from __future__ import annotations
