@@ -804,7 +804,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
             v.unconfirmed.append("pad.conv")
         verdicts[idx] = v
     findings[:0] = _input_findings(graph)
-    findings += [f"not folded: {note}" for note in graph.notes[:20]]
+    findings += graph.notes[:20]  # each says what was not folded and why
     if graph.unknown_ops:
         findings.append(
             "no shape inference for "
