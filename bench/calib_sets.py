@@ -96,7 +96,7 @@ def orientation_folder(folder: Path, split: str, pages: int, seed: int) -> Path:
     import cv2
 
     turns = {"0": None, "90": cv2.ROTATE_90_CLOCKWISE, "180": cv2.ROTATE_180, "270": cv2.ROTATE_90_COUNTERCLOCKWISE}
-    rendered = render_pages(split, pages, 448, seed)
+    rendered = render_pages(split, pages, 448, seed, (8, 16), 0.9)
     for label, turn in turns.items():
         write_images(folder / label, [p if turn is None else cv2.rotate(p, turn) for p in rendered], f"{split}{seed}-")
     return folder

@@ -224,7 +224,9 @@ def test_sidecar_layer_names_are_the_layer_names_of_tensorrts_parser(tmp_path):
         def set_flag(self, flag):
             self.flags.append(flag)
 
-    fake_trt = SimpleNamespace(DataType=SimpleNamespace(HALF="HALF"), BuilderFlag=SimpleNamespace(FP16="FP16", OBEY_PRECISION_CONSTRAINTS="OBEY"))
+    fake_trt = SimpleNamespace(
+        DataType=SimpleNamespace(HALF="HALF"), BuilderFlag=SimpleNamespace(FP16="FP16", OBEY_PRECISION_CONSTRAINTS="OBEY")
+    )
     net, config = Network(), Config()
     apply_fp16_layers(fake_trt, config, net, convs, "sidecar")
     assert sorted(layer.name for layer in net.layers if layer.precision == "HALF") == sorted(convs)

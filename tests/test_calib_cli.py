@@ -166,7 +166,9 @@ def test_digit_benchmark_end_to_end_on_a_subset(digits_model, edge_calib, tmp_pa
 
 
 def test_trt_8_6_is_jetpack_6_0s_8_6_2(digits_model, edge_calib, tmp_path):
-    status, out, _ = edge_calib(str(digits_model), "--dataset", "mnist_5k[-2:]", "--trt-version", "8.6", "--cache", str(tmp_path / "c.cache"))
+    status, out, _ = edge_calib(
+        str(digits_model), "--dataset", "mnist_5k[-2:]", "--trt-version", "8.6", "--cache", str(tmp_path / "c.cache")
+    )
     assert status == 0 and (tmp_path / "c.cache").read_text().startswith("TRT-8602-EntropyCalibration2\n")
     assert "with TensorRT 8.6.2" in out
 
@@ -189,17 +191,19 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
     assert status == 0, err
     assert Path("blazeface-back-256.cache").is_file() and Path("blazeface-back-256.cache.json").is_file()
     assert "edge-build --set model.asset=blazeface-back-256 --int8 --calib-cache blazeface-back-256.cache" in out
-    status, out, err = edge_calib(str(resolve("blazeface-back-256")), "--config", demo, "--images", "frames", "--cache", "b.cache")
+    status, out, err = edge_calib(
+        str(resolve("blazeface-back-256")), "--config", demo, "--images", "frames", "--cache", "b.cache"
+    )
     assert status == 0, err
     assert "Identity_3:0" in out  # one agreement row per output
 
 
 @pytest.mark.slow
-def test_benchmark_script_quick_run_prints_the_comparison_table(digits_model):
+def test_benchmark_script_quick_run_prints_the_tables(digits_model):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=300
+        [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("edge calib ", "onnxruntime "))]
-    assert {r.split()[0] for r in rows} == {"edge", "onnxruntime"}
-    assert "FP32 top-1 on the first 200" in proc.stdout
+    rows = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
+    assert {"digits", "orientation", "faces", "text", "edge", "onnxruntime"} <= rows
+    assert re.search(r"vs onnxruntime MinMax at 20 images: [\d.]+x faster", proc.stdout)

@@ -71,7 +71,7 @@ def write_images(folder: Path, count: int, seed: int) -> Path:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
-    model = tiny_model(d / "tiny.onnx")
+    tiny_model(d / "tiny.onnx")
     write_images(d / "calib", 12, 1)
     for k, name in enumerate(("cat", "dog", "owl")):
         write_images(d / "eval" / name, 4, 10 + k)
@@ -93,7 +93,7 @@ def test_a_run_writes_the_cache_and_its_sidecar_and_a_next_step_that_edge_build_
     assert status == 0, err
     assert (tmp_path / "t.cache").read_text().startswith("TRT-100300-EntropyCalibration2\n")
     side = json.loads((tmp_path / "t.cache.json").read_text())
-    assert side["edge_fp16_layers"] == 1 and side["layers"] == [] and side["method"] == "mse"
+    assert side["edge_fp16_layers"] == 1 and side["layers"] == [] and side["method"] == "percentile 99.9"
     assert "agreement" in out and re.search(r"top-1 on 12 labelled images from .*eval: FP32", out)
     # The printed command goes through edge-build's own parser and config checks.
     lines = out.splitlines()
@@ -124,7 +124,9 @@ def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_pa
     side = json.loads((tmp_path / "t.cache.json").read_text())
     assert side["before"]["agreement"] < 1.0 and side["after"]["agreement"] == 1.0 and side["budget"] == {"min_agreement": 1.0}
     assert {"conv1", "conv2"} <= set(side["layers"]) and f"kept in FP16 ({len(side['layers'])})" in out
-    assert [o["output"] for o in side["after"]["outputs"]] == ["prob", "c2"] and side["after"]["outputs"][1]["positions"] == 12 * 256
+    assert [o["output"] for o in side["after"]["outputs"]] == ["prob", "c2"] and side["after"]["outputs"][1][
+        "positions"
+    ] == 12 * 256
     model = onnx.load(str(qdq))
     for node in model.graph.node:
         if node.name in side["layers"]:  # no Q/DQ in front of a kept layer

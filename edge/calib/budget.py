@@ -17,6 +17,12 @@ from edge.calib.check import Measurement
 class Budget:
     min_agreement: Optional[float] = None  # lowest per-output agreement, 0..1
     max_drop: Optional[float] = None  # points of top-1 on the labelled set
+    outputs: List[str] = field(default_factory=list)  # the outputs min_agreement watches; empty = all
+
+    def agreement(self, m: Measurement) -> float:
+        """The lowest agreement among the watched outputs."""
+        watched = [f.agreement for f in m.fidelity if not self.outputs or f.name in self.outputs]
+        return min(watched, default=1.0)
 
     @property
     def given(self) -> bool:
@@ -26,7 +32,7 @@ class Budget:
         """How far ``m`` is from the budget: 0 when met, else the larger miss (agreement, or points of top-1)."""
         miss = 0.0
         if self.min_agreement is not None:
-            miss = max(miss, self.min_agreement - m.agreement)
+            miss = max(miss, self.min_agreement - self.agreement(m))
         if self.max_drop is not None and m.labelled is not None and fp32_top1 is not None:
             miss = max(miss, (fp32_top1 - m.labelled.top1) * 100 - self.max_drop)
         return miss if miss > 1e-12 else 0.0
@@ -37,6 +43,8 @@ class Budget:
             out["min_agreement"] = self.min_agreement
         if self.max_drop is not None:
             out["max_drop_points"] = self.max_drop
+        if self.outputs:
+            out["outputs"] = list(self.outputs)
         return out
 
 
@@ -85,8 +93,9 @@ def search(
 
 def describe_miss(budget: Budget, m: Measurement, fp32_top1: Optional[float]) -> str:
     parts = []
-    if budget.min_agreement is not None and m.agreement < budget.min_agreement:
-        parts.append(f"agreement {m.agreement:.4f} < {budget.min_agreement} (short by {budget.min_agreement - m.agreement:.4f})")
+    agreement = budget.agreement(m)
+    if budget.min_agreement is not None and agreement < budget.min_agreement:
+        parts.append(f"agreement {agreement:.4f} < {budget.min_agreement} (short by {budget.min_agreement - agreement:.4f})")
     if budget.max_drop is not None and m.labelled is not None and fp32_top1 is not None:
         drop = (fp32_top1 - m.labelled.top1) * 100
         if drop > budget.max_drop:

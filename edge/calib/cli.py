@@ -21,7 +21,9 @@ from edge.calib.cache import ALGORITHMS
 from edge.errors import EdgeError, RunFailed
 
 METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
-DEFAULT_METHOD = "mse"  # chosen on held-out sets of four models: docs/benchmarks.md#edge-calib
+# Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
+DEFAULT_METHOD = "percentile"
+DEFAULT_PERCENTILE = 99.9
 # The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
 TRT_RELEASES = {"8.5": "8.5.2", "8.6": "8.6.2", "10.3": "10.3.0"}
 
@@ -38,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method", choices=METHODS, default=DEFAULT_METHOD, help=f"how scales are chosen (default {DEFAULT_METHOD})"
     )
-    parser.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
+    parser.add_argument(
+        "--percentile", type=float, default=DEFAULT_PERCENTILE, help=f"for --method percentile (default {DEFAULT_PERCENTILE})"
+    )
     parser.add_argument("--max-images", type=int, metavar="N", help="use at most the first N images")
     parser.add_argument(
         "--cache",
@@ -73,6 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="A",
         help="budget: every output's FP32/INT8 agreement at least A (0..1, e.g. 0.99); layers go to FP16 until it holds",
+    )
+    parser.add_argument(
+        "--agreement-outputs",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="OUTPUT",
+        help="the outputs --min-agreement watches (default: all); leave out box regressors, whose argmax means nothing",
     )
     parser.add_argument(
         "--max-drop",
@@ -118,7 +130,7 @@ def check_numbers(args: argparse.Namespace) -> None:
     if args.threads < 0:
         raise EdgeError(f"--threads {args.threads}: must be 0 (all cores but one) or a positive number")
     if not (math.isfinite(args.percentile) and 0.0 < args.percentile <= 100.0):
-        raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.99")
+        raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
     if args.min_agreement is not None and not (math.isfinite(args.min_agreement) and 0.0 < args.min_agreement <= 1.0):
         raise EdgeError(f"--min-agreement {short(args.min_agreement)}: must be a share in (0, 1], e.g. 0.99")
     if args.max_drop is not None:
@@ -128,6 +140,8 @@ def check_numbers(args: argparse.Namespace) -> None:
             raise EdgeError(
                 "--max-drop needs labelled images: add --eval DIR (one sub-folder per class) or --eval mnist_5k[:1000]"
             )
+    if args.agreement_outputs and args.min_agreement is None:
+        raise EdgeError("--agreement-outputs chooses the outputs of --min-agreement; add --min-agreement A (e.g. 0.99)")
 
 
 def _say(text: str) -> None:
@@ -225,7 +239,7 @@ def main(args: argparse.Namespace) -> int:
 
     version = trt_version(args.trt_version)
     check_numbers(args)
-    budget = Budget(args.min_agreement, args.max_drop)
+    budget = Budget(args.min_agreement, args.max_drop, list(dict.fromkeys(args.agreement_outputs)))
     t0 = time.perf_counter()
     cfg, path, asset = _source(args)
     cache_path = Path(args.cache) if args.cache else Path(f"{asset or path.stem}.cache")
@@ -249,6 +263,9 @@ def main(args: argparse.Namespace) -> int:
     graph = prepare(model, {inputs[0].name: shape})
     activations, constants = calib_stats.calibration_tensors(graph)
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
+    unknown = [o for o in budget.outputs if o not in graph.outputs]
+    if unknown:
+        raise EdgeError(f"--agreement-outputs {unknown[0]}: the model's outputs are {', '.join(graph.outputs)}")
     labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)
     check_images = calib_datasets.image_folder(args.agreement_images, spec) if args.agreement_images else images
@@ -355,7 +372,7 @@ def main(args: argparse.Namespace) -> int:
     info = {
         "model": path.name,
         "model_sha256": sha256_file(path),
-        "method": args.method,
+        "method": args.method + (f" {args.percentile}" if args.method == "percentile" else ""),
         "budget": budget.to_dict(),
         "before": _summary(before, fp32_top1),
         "after": _summary(after, fp32_top1),
@@ -429,7 +446,7 @@ def _topk_line(name: str, fp32: Any, int8: Any) -> str:
 
 
 def _summary(m: Any, fp32_top1: Optional[float]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"agreement": m.agreement, "outputs": [f.to_dict() for f in m.fidelity]}
+    out: Dict[str, Any] = {"agreement": m.agreement, "outputs": [f.to_dict() for f in m.fidelity]}  # lowest of all
     if m.labelled is not None and fp32_top1 is not None:
         out.update(fp32_top1=fp32_top1, int8_top1=m.labelled.top1, top1_drop_points=(fp32_top1 - m.labelled.top1) * 100)
     return out

@@ -121,7 +121,7 @@ def percentile_bin(hist: np.ndarray, percentile: float) -> int:
     return int(np.searchsorted(cum, cum[-1] * percentile / 100.0, side="left")) + 1
 
 
-def amax(method: str, hist: np.ndarray, hist_range: float, absmax: float, percentile: float = 99.99) -> float:
+def amax(method: str, hist: np.ndarray, hist_range: float, absmax: float, percentile: float = 99.9) -> float:
     """The clipping threshold for one tensor; never above the largest |x| seen (the histogram may reach past it)."""
     if method == "minmax" or absmax == 0.0 or not np.any(hist):
         return absmax
