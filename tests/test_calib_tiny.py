@@ -196,6 +196,15 @@ def test_eval_folder_with_labels_from_the_run_config(tiny, tmp_path, capsys):
     status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
                          "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
     assert status == 2 and "folder 'owl' is not among the 2 labels" in err
+    (tmp_path / "labels.txt").write_bytes(b"cat\n\xffdog\n")
+    cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: classify\n  labels: labels.txt\n")
+    status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                         "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 2 and "task.labels" in err and "UTF-8" in err and len(err.strip().splitlines()) == 1
+    cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: blazeface\n")
+    status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                         "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 2 and "task.type blazeface" in err
 
 
 FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 1e-9, 100.0, -0.0]))

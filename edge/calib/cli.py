@@ -186,7 +186,13 @@ def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
                 f"--eval {args.eval}: a folder of labelled images scores a classifier, but {args.config} has task.type "
                 f"{cfg.task.type}; set task.type: classify, or check a detector with --agreement-images / --min-agreement"
             )
-        return datasets.labelled_folder(args.eval, spec, load_labels(cfg) or None)
+        try:
+            labels = load_labels(cfg)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EdgeError(
+                f"key 'task.labels': the labels file cannot be read as UTF-8 text ({exc}); one label per line"
+            ) from None
+        return datasets.labelled_folder(args.eval, spec, labels or None)
     return datasets.dataset(args.eval)
 
 
@@ -314,16 +320,15 @@ def main(args: argparse.Namespace) -> int:
         )
     if budget.given and budget.shortfall(before, fp32_top1) > 0:
         order = [r.index for r in ranking]
-        models: Dict[int, Any] = {}
 
         def measure(k: int) -> Any:
             _say(f"budget: checking INT8 with the {k} most sensitive layer(s) in FP16")
-            models[k] = qdq.build(model, graph, amax, keep | set(order[:k]))
-            return checker.measure(models[k][0], labelled=budget.max_drop is not None)
+            candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
+            return checker.measure(candidate, labelled=budget.max_drop is not None)
 
         result = search(order, measure, lambda m: budget.shortfall(m, fp32_top1), before)
         kept = keep | set(order[: result.kept])
-        q_model, quantized = models.get(result.kept, (q_model, quantized))
+        q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
         if labelled is not None and after.labelled is None:
             after = checker.measure(q_model)
