@@ -78,13 +78,16 @@ class Checker:
         labelled: Optional[ImageSet] = None,
         threads: int = 0,
         budget_bytes: int = 256 << 20,
+        reference: Optional[Dict[str, np.ndarray]] = None,
     ) -> None:
+        """``reference``: the FP32 outputs on ``images`` in image order, when the statistics pass kept them."""
         self.graph, self.layout, self.images, self.labelled = graph, layout, images, labelled
         self.threads, self.budget_bytes = threads, budget_bytes
         self.outputs = [o.name for o in fp32.graph.output]
         self.fixed = fixed_batch(graph)
         self.fp32 = session(fp32, threads, int8=False)
         self._stored: Optional[List[Dict[str, np.ndarray]]] = None
+        self._seed = reference
         self.fp32_labelled = top_k(self.fp32, labelled, BATCH, self.fixed) if labelled is not None else None
 
     def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
@@ -93,7 +96,12 @@ class Checker:
         keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
         used = 0
         name = self.fp32.get_inputs()[0].name
+        done = 0
         for k, inputs in enumerate(_batches(self.images, BATCH, self.fixed)):
+            if self._seed is not None:
+                yield inputs, {o: v[done : done + len(inputs)] for o, v in self._seed.items()}
+                done += len(inputs)
+                continue
             if stored is not None:
                 yield inputs, stored[k]
                 continue
@@ -105,7 +113,7 @@ class Checker:
                 else:
                     keep = None
             yield inputs, out
-        if stored is None and keep is not None:
+        if self._seed is None and stored is None and keep is not None:
             self._stored = keep
 
     def measure(self, int8: Any, labelled: bool = True) -> Measurement:

@@ -193,7 +193,13 @@ def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
                 f"key 'task.labels': the labels file cannot be read as UTF-8 text ({exc}); one label per line"
             ) from None
         return datasets.labelled_folder(args.eval, spec, labels or None)
-    return datasets.dataset(args.eval)
+    named = datasets.dataset(args.eval)
+    if named.spec.input_shape != spec.input_shape:
+        raise EdgeError(
+            f"--eval {args.eval}: that set makes inputs of {list(named.spec.input_shape)}, the calibration images "
+            f"{list(spec.input_shape)}; named sets belong to their benchmark model (edge calib --help)"
+        )
+    return named
 
 
 def _check_classes(graph: Any, labelled: Any) -> None:
@@ -291,11 +297,47 @@ def main(args: argparse.Namespace) -> int:
                 f"statistics {done}/{images.count} images (batch {batch}), {done / (now - t1):.1f} images/s, peak RSS {_peak_rss_mb():.0f} MB"
             )
 
+    # When the check runs on the calibration images, their FP32 outputs come from this pass (while they fit). They
+    # are copied into one array per output, allocated once: small arrays kept between the pass's large short-lived
+    # ones would pin the heap and hold hundreds of MB.
+    reference: Optional[Dict[str, Any]] = {} if check_images is images else None
+    filled: Dict[str, int] = {}
+
+    def keep_outputs(outputs: Dict[str, Any]) -> None:
+        nonlocal reference
+        if reference is None:
+            return
+        import numpy as np
+
+        for name in graph.outputs:
+            value = outputs.get(name)
+            if value is None:
+                continue
+            if name not in reference:
+                if value.nbytes // len(value) * images.count > args.memory_mb << 20:
+                    reference = None
+                    return
+                reference[name] = np.empty((images.count, *value.shape[1:]), value.dtype)
+                filled[name] = 0
+            start = filled[name]
+            reference[name][start : start + len(value)] = value
+            filled[name] = start + len(value)
+
     threads = args.threads or max(1, calib_stats.cores() - 1)
     stats = calib_stats.collect(
-        model, graph, images, activations, budget_bytes=args.memory_mb << 20, threads=threads, progress=progress
+        model,
+        graph,
+        images,
+        activations,
+        budget_bytes=args.memory_mb << 20,
+        threads=threads,
+        progress=progress,
+        on_run=keep_outputs,
     )
     t_stats = time.perf_counter() - t1
+    if reference is not None:
+        done = min(filled.values(), default=0)  # a fixed-batch model leaves out the short last batch
+        reference = {name: value[:done] for name, value in reference.items()} if len(reference) == len(graph.outputs) else None
 
     amax: Dict[str, float] = {
         n: calib_methods.amax(args.method, s.hist, s.range, s.absmax, args.percentile) for n, s in stats.items()
@@ -307,7 +349,9 @@ def main(args: argparse.Namespace) -> int:
 
     # The check: FP32 against the Q/DQ model, then the budget search when it is not met.
     t2 = time.perf_counter()
-    checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20)
+    # No histograms are counted from here on: ONNX Runtime gets every core.
+    threads = args.threads or calib_stats.cores()
+    checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference)
     fp32_top1 = checker.fp32_labelled.top1 if checker.fp32_labelled else None
     q_model, quantized = qdq.build(model, graph, amax, keep)
     before = checker.measure(q_model)
