@@ -181,9 +181,11 @@ def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
     from edge.runtime.postprocess import load_labels
 
     if Path(args.eval).is_dir() or not datasets.is_named_set(args.eval):
-        if args.config and cfg.task.type != "classify":
+        # The run config's task.type defaults to blazeface: only a task the user set is held against the folder.
+        task_set = args.config or any(s.strip().startswith("task.type") for s in args.set)
+        if task_set and cfg.task.type != "classify":
             raise EdgeError(
-                f"--eval {args.eval}: a folder of labelled images scores a classifier, but {args.config} has task.type "
+                f"--eval {args.eval}: a folder of labelled images scores a classifier, but the run config has task.type "
                 f"{cfg.task.type}; set task.type: classify, or check a detector with --agreement-images / --min-agreement"
             )
         try:

@@ -69,7 +69,8 @@ def is_probability(graph: Graph, tensor: str) -> bool:
         if node.op_type in _PROBABILITY_OPS:
             found = True
         elif node.op_type in _SHAPE_OPS:
-            todo.extend(i for i in node.input[:1] if i) if node.op_type != "Concat" else todo.extend(i for i in node.input if i)
+            data = node.input if node.op_type == "Concat" else node.input[:1]  # the values, not shapes or indices
+            todo.extend(i for i in data if i)
         else:
             return False
     return found
