@@ -240,6 +240,8 @@ def choose_default(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
     runs = model_runs(sets, tmp, "tune", quick)
     table: Dict[str, Dict[str, float]] = {}
     for name, kind, argv in runs:
+        if "--agreement-outputs" in argv:  # no budget here: the scores are picked from the sidecar instead
+            argv = argv[: argv.index("--agreement-outputs")]
         for label, extra in METHODS:
             cache = tmp / f"tune-{name.replace(' ', '-')}-{label.replace(' ', '')}.cache"
             print(f"tuning: {name} with {label} ...", file=sys.stderr, flush=True)
