@@ -134,6 +134,19 @@ def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_pa
     assert next(n for n in model.graph.node if n.name == "fc").input[0].endswith("_dequantized")
 
 
+def test_every_layer_kept_in_fp16_is_an_exact_copy_and_the_sidecar_stays_strict_json(tiny, tmp_path, capsys):
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--keep-fp16", "conv1", "conv2", "fc", "--min-agreement", "1.0")
+    assert status == 0, err
+    side = json.loads((tmp_path / "t.cache.json").read_text())  # json.loads refuses nothing; the text must be JSON
+    assert "Infinity" not in (tmp_path / "t.cache.json").read_text()
+    # No Q/DQ left: what differs is float rounding between ONNX Runtime's optimisation levels (or nothing: null).
+    assert side["layers"] == ["conv1", "conv2", "fc"] and side["after"]["agreement"] == 1.0
+    assert all(o["sqnr_db"] is None or o["sqnr_db"] > 100 for o in side["after"]["outputs"])
+    from edge.calib.sidecar import Sidecar
+
+    assert json.loads(Sidecar([], {"sqnr_db": float("inf"), "x": [float("nan")]}).to_json())["sqnr_db"] is None
+
+
 def test_a_budget_that_cannot_be_met_says_by_how_much_exits_1_and_writes_nothing(tiny, tmp_path, capsys, monkeypatch):
     from edge.calib import check
 

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from edge.config import short
 from edge.errors import EdgeError
+from edge.outputs import strict_json
 
 VERSION = 1
 KEY = "edge_fp16_layers"
@@ -32,7 +33,8 @@ class Sidecar:
     info: Dict[str, Any] = field(default_factory=dict)  # model, sha256, method, budget, before/after: for people
 
     def to_json(self) -> str:
-        return json.dumps({KEY: VERSION, "layers": self.layers, **self.info}, indent=1, allow_nan=False) + "\n"
+        # An SQNR with no error at all is infinite: strict JSON writes it as null.
+        return json.dumps(strict_json({KEY: VERSION, "layers": self.layers, **self.info}), indent=1) + "\n"
 
 
 def sidecar_path(cache: str | Path) -> Path:
