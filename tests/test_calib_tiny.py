@@ -79,7 +79,10 @@ def tiny(tmp_path_factory):
 
 
 def run(capsys, *argv: str):
-    status = cli.main(["calib", *argv])
+    try:
+        status = cli.main(["calib", *argv])
+    except SystemExit as exc:  # argparse refuses a bad value (NaN, a non-number) before main runs
+        status = exc.code
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -168,7 +171,8 @@ def test_a_budget_that_cannot_be_met_says_by_how_much_exits_1_and_writes_nothing
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--percentile", "nan"], "--percentile nan: must be in (0, 100]"),
+        (["--percentile", "nan"], "argument --percentile: expected a finite number"),
+        (["--percentile", "0"], "--percentile 0.0: must be in (0, 100]"),
         (["--min-agreement", "1.5"], "--min-agreement 1.5"),
         (["--max-drop", "0.5"], "--max-drop needs labelled images"),
         (["--max-drop", "-1", "--eval", "x"], "--max-drop -1.0"),
