@@ -44,15 +44,18 @@ def emulate(spec: PreprocessSpec, frame: Frame) -> np.ndarray:
     """The kernel's output tensor (with the batch axis) for ``frame``."""
     w, h = frame.size
     p, xtab, ytab = kernel_params(spec, w, h, frame.format, frame.colour)
-    raw = frame.image.reshape(-1).astype(np.int64)
-    ys, xs = np.mgrid[0 : spec.height, 0 : spec.width]
+    return emulate_launch(p, xtab, ytab, frame.image, frame.format, spec.dtype)[None]
+
+
+def emulate_launch(p, xtab: np.ndarray, ytab: np.ndarray, image: np.ndarray, fmt: str, dtype: str) -> np.ndarray:
+    """One launch of ``preprocess_{dtype}_{fmt}`` with these arguments: the output tensor without batch axis."""
+    raw = image.reshape(-1).astype(np.int64)
+    ys, xs = np.mgrid[0 : int(p["dst_h"]), 0 : int(p["dst_w"])]
     rx, ry = xs - int(p["roi_x"]), ys - int(p["roi_y"])
     inside = (rx >= 0) & (ry >= 0) & (rx < int(p["roi_w"])) & (ry < int(p["roi_h"]))
     tx = xtab[np.clip(rx, 0, len(xtab) - 1)].astype(np.int64)
     ty = ytab[np.clip(ry, 0, len(ytab) - 1)].astype(np.int64)
-    taps = {
-        (i, j): _fetch(raw, frame.format, tx[..., i], ty[..., j], p) for i in (0, 1) for j in (0, 1)
-    }  # (x tap, y tap) -> [b, g, r]
+    taps = {(i, j): _fetch(raw, fmt, tx[..., i], ty[..., j], p) for i in (0, 1) for j in (0, 1)}  # (x, y tap) -> b, g, r
     bgr = []
     for c in range(3):
         s0 = taps[(0, 0)][c] * tx[..., 2] + taps[(1, 0)][c] * tx[..., 3]
@@ -61,9 +64,8 @@ def emulate(spec: PreprocessSpec, frame: Frame) -> np.ndarray:
         value = np.clip((t + 2) >> 2, 0, 255).astype(np.float32)
         bgr.append(np.where(inside, value, np.float32(p["pad"])))
     chans = [bgr[2 - c] if int(p["swap_rb"]) else bgr[c] for c in range(3)]
-    if spec.dtype != "uint8":
+    if dtype != "uint8":
         a, b = p["a"].astype(np.float32), p["b"].astype(np.float32)
         chans = [(chans[c] * a[c]).astype(np.float32) + b[c] for c in range(3)]
     out = np.stack(chans, axis=0 if int(p["nchw"]) else -1)
-    dtype = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}[spec.dtype]
-    return out.astype(dtype)[None]
+    return out.astype({"float32": np.float32, "float16": np.float16, "uint8": np.uint8}[dtype])
