@@ -293,6 +293,15 @@ def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[tuple, ...
             _need_context("cuLaunchKernel")
             log.append(("launch", self.name, _stream_handle(stream), tuple(int(a) for a in args[:4])))
 
+        def prepare(self, arg_types: Any) -> _Function:  # pycuda/driver.py function_prepare: one struct format
+            self.arg_types = list(arg_types)
+            return self
+
+        def prepared_async_call(self, grid: Any, block: Any, stream: Optional[Stream], *args: Any) -> None:
+            if len(args) != len(self.arg_types):
+                raise TypeError(f"{self.name}: prepared for {len(self.arg_types)} arguments, called with {len(args)}")
+            self(*args, block=block, grid=grid, stream=stream)
+
     class SourceModule:
         def __init__(self, source: str, **_: Any) -> None:
             self.source = source

@@ -30,7 +30,9 @@ COLOURS = [colour(m, r) for m in ("bt601", "bt709") for r in ("limited", "full")
 SPECS = {
     "demo nhwc [-1,1] fp32 letterbox": PreprocessSpec(256, 256, layout="nhwc", scale=1 / 127.5, offset=-1.0),
     "nchw [0,1] fp32 stretch": PreprocessSpec(640, 384, resize="stretch"),
-    "nchw imagenet fp16 letterbox": PreprocessSpec(224, 224, dtype="float16", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+    "nchw imagenet fp16 letterbox": PreprocessSpec(
+        224, 224, dtype="float16", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)
+    ),
     "nhwc uint8 bgr pad 114": PreprocessSpec(320, 320, layout="nhwc", dtype="uint8", color="bgr", pad_value=114),
 }
 
@@ -43,7 +45,9 @@ def real(megamind_frames, index: int, w: int, h: int) -> np.ndarray:
 # -- the converters against OpenCV and FFmpeg -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt, code", [("nv12", "COLOR_YUV2BGR_NV12"), ("yuyv", "COLOR_YUV2BGR_YUYV"), ("uyvy", "COLOR_YUV2BGR_UYVY")])
+@pytest.mark.parametrize(
+    "fmt, code", [("nv12", "COLOR_YUV2BGR_NV12"), ("yuyv", "COLOR_YUV2BGR_YUYV"), ("uyvy", "COLOR_YUV2BGR_UYVY")]
+)
 def test_fixed_point_conversion_equals_opencv_cvtcolor_bit_for_bit(megamind_frames, fmt, code):
     """The kernel's arithmetic (numpy) for BT.601 limited range is OpenCV's, on real frames and on random bytes."""
     rng = np.random.default_rng(7)
@@ -111,7 +115,11 @@ def test_cpu_path_turns_every_camera_format_back_into_the_frame(megamind_frames,
 
 
 def test_wrong_buffer_shapes_are_refused_with_the_fix():
-    for fmt, bad in (("nv12", np.zeros((100, 64), np.uint8)), ("yuyv", np.zeros((4, 5, 2), np.uint8)), ("bgrx", np.zeros((4, 4, 3), np.uint8))):
+    for fmt, bad in (
+        ("nv12", np.zeros((100, 64), np.uint8)),
+        ("yuyv", np.zeros((4, 5, 2), np.uint8)),
+        ("bgrx", np.zeros((4, 4, 3), np.uint8)),
+    ):
         with pytest.raises(EdgeError, match=rf"a {fmt} frame must be uint8 of shape .*source.format"):
             to_bgr(bad, fmt)
     assert pixel_format("nv12").size(np.zeros((1620, 1920), np.uint8)) == (1920, 1080)

@@ -221,7 +221,17 @@ def test_sigterm_run_of_edge_run_returns_every_frame_buffer(tmp_path, demo_model
 
     summary = tmp_path / "summary.json"
     proc = subprocess.Popen(
-        [*edge_run_cmd(), "-c", str(DEMO_CONFIG), "--loop", "-q", "--summary-json", str(summary), "--results", str(tmp_path / "r.jsonl")],
+        [
+            *edge_run_cmd(),
+            "-c",
+            str(DEMO_CONFIG),
+            "--loop",
+            "-q",
+            "--summary-json",
+            str(summary),
+            "--results",
+            str(tmp_path / "r.jsonl"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
