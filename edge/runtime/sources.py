@@ -40,9 +40,6 @@ READ_TIMEOUT_MS = 5_000
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 
 
-__all__ = ["Frame", "Source", "open_source"]  # Frame lives in edge.runtime.frames; imported from here too
-
-
 class Source:
     """Base: ``read()`` returns the next Frame, or None at the end; ``close()`` releases the device."""
 
@@ -121,7 +118,7 @@ class CaptureSource(Source):
     def _grab(self) -> Optional[Frame]:
         """One frame from the capture: decoded straight into a ring buffer once the frame size is known (OpenCV
         writes into an array of the right shape in place); the first frame, and one of a new size, is copied in."""
-        ring = self.ring if self.cap is not None else None
+        ring = self.ring
         buf = ring.acquire(self._shape) if ring is not None and self._shape is not None else None
         if buf is None and ring is not None and self._shape is not None:
             return None  # stopping while every buffer was in use
@@ -135,18 +132,20 @@ class CaptureSource(Source):
             if buf is not None:
                 buf.release()
             return None
-        if buf is None or image is not buf.array:  # the first frame, or OpenCV allocated (a new size)
-            if buf is not None:
-                buf.release()
+        if buf is not None and image is buf.array:
+            return self._frame(image, buffer=buf)  # decoded in place
+        if buf is not None:  # OpenCV allocated: the frame size changed
+            buf.release()
+        if image.shape != self._shape:
             self._check_format(image)
             self._shape = image.shape
-            if ring is not None:
-                buf = ring.acquire(image.shape)
-                if buf is None:
-                    return None
-                np.copyto(buf.array, image)
-                image = buf.array
-        return self._frame(image, buffer=buf)
+        if ring is None:
+            return self._frame(image)
+        buf = ring.acquire(image.shape)  # the first frame of a size is copied in; the next ones decode in place
+        if buf is None:
+            return None
+        np.copyto(buf.array, image)
+        return self._frame(buf.array, buffer=buf)
 
     def _check_format(self, image: np.ndarray) -> None:
         """The first frame of a size must fit ``format``; an OpenCV that converted a camera's YUV to BGR itself
