@@ -30,7 +30,8 @@ step() {  # step NAME SECONDS COMMAND...: run it, keep its log, note its exit st
   rc=${PIPESTATUS[0]}
   local verdict="ok"
   [ "$rc" -ne 0 ] && verdict="FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ', timed out'))"
-  summary+=("$(printf '%-8s %-28s %4d s' "$name" "$verdict" "$(($(date +%s) - t0))")")
+  # The step's last line says what it found (pytest's counts: a skip here is a test that did not run on the GPU).
+  summary+=("$(printf '%-8s %-28s %4d s  %s' "$name" "$verdict" "$(($(date +%s) - t0))" "$(tail -n 1 "$out/$name.log" | cut -c1-90)")")
 }
 
 step env 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
@@ -39,7 +40,7 @@ print(dev.name(), \"cc\", dev.compute_capability(), \"integrated\", dev.get_attr
       \"can_map_host_memory\", dev.get_attribute(d.device_attribute.CAN_MAP_HOST_MEMORY));
 print(\"CUDA driver\", d.get_driver_version(), \"pycuda\", __import__(\"pycuda\").VERSION, \"OpenCV\", cv2.__version__, \"numpy\", numpy.__version__);
 print(\"EDGE_CACHE\", __import__(\"os\").environ.get(\"EDGE_CACHE\"))"'
-step compile 60 bash -c 'cc=$(python3 -c "import pycuda.driver as d; d.init(); print(\"%d%d\" % d.Device(0).compute_capability())");
+step compile 60 bash -c 'set -o pipefail; cc=$(python3 -c "import pycuda.driver as d; d.init(); print(\"%d%d\" % d.Device(0).compute_capability())");
   nvcc -c -arch=sm_$cc -Xptxas -v edge/runtime/cuda/preprocess.cu -o /tmp/preprocess.o 2>&1 | grep -E "error|warning|registers" | sort | uniq -c'
 step bench 150 python3 bench/preprocess.py
 xdist=()

@@ -59,9 +59,9 @@ class DeviceMemory:
         self.blocks.pop(ptr, None)
 
 
-# CUDA's values (cuda.h: CUmemhostalloc flags, CUdevice_attribute), which pycuda binds under these names
-# (src/wrapper/wrap_cudadrv.cpp of pycuda 2026.1: host_alloc_flags, device_attribute; checked by
-# tests/test_frame_memory.py against the header of the CUDA toolkit where one is installed).
+# CUDA's values (cuda.h: CU_MEMHOSTALLOC_*, CU_DEVICE_ATTRIBUTE_*), which pycuda binds under these names
+# (src/wrapper/wrap_cudadrv.cpp of pycuda 2026.1: host_alloc_flags, device_attribute). Checked against the CUDA
+# toolkit's cuda.h and pycuda's sdist by test_the_stand_ins_flags_and_attributes_are_cudas_and_pycudas.
 HOST_ALLOC_FLAGS = {"PORTABLE": 0x01, "DEVICEMAP": 0x02, "WRITECOMBINED": 0x04}
 DEVICE_ATTRIBUTES = {"INTEGRATED": 18, "CAN_MAP_HOST_MEMORY": 19}
 

@@ -281,3 +281,39 @@ def test_frame_memory_key_needs_gpu_preprocessing(tmp_path):
     with pytest.raises(ConfigError, match="key 'frame_memory': applies to preprocess: gpu only"):
         load_config(DEMO_CONFIG, values={"frame_memory": "mapped"})
     assert load_config(DEMO_CONFIG).frame_memory == "auto"
+
+
+def test_the_stand_ins_flags_and_attributes_are_cudas_and_pycudas():
+    """The values the pycuda stand-in gives host_alloc_flags and device_attribute are cuda.h's; the names edge uses
+    are the ones pycuda binds (its sdist's wrap_cudadrv.cpp and driver.py, where .whl/ holds it)."""
+    import glob
+    import os
+    import re
+    import tarfile
+    from pathlib import Path
+
+    headers = sorted(glob.glob(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda*"), "include", "cuda.h")))
+    if not headers:
+        pytest.skip("no CUDA toolkit header (cuda.h) here")
+    text = Path(headers[-1]).read_text(errors="replace")
+    for name, value in pycuda_standin.HOST_ALLOC_FLAGS.items():
+        assert int(re.search(rf"#define CU_MEMHOSTALLOC_{name}\s+(0x[0-9a-fA-F]+)", text).group(1), 16) == value
+    for name, value in pycuda_standin.DEVICE_ATTRIBUTES.items():
+        assert int(re.search(rf"CU_DEVICE_ATTRIBUTE_{name}\s*=\s*(\d+)", text).group(1)) == value
+    sdists = sorted(Path(__file__).resolve().parents[1].glob(".whl/pycuda-*.tar.gz"))
+    if not sdists:
+        pytest.skip("pycuda's sdist is not in .whl/ (../shared/device/fetch-wheels.sh puts it there)")
+    with tarfile.open(sdists[-1]) as tar:
+        read = {
+            Path(m.name).name: tar.extractfile(m).read().decode()
+            for m in tar.getmembers()
+            if m.name.endswith(("wrap_cudadrv.cpp", "pycuda/driver.py"))
+        }
+    wrap, driver_py = read["wrap_cudadrv.cpp"], read["driver.py"]
+    assert all(f'cls.attr("{n}") = CU_MEMHOSTALLOC_{n}' in wrap for n in pycuda_standin.HOST_ALLOC_FLAGS)
+    assert all(f'.value("{n}", CU_DEVICE_ATTRIBUTE_{n})' in wrap for n in pycuda_standin.DEVICE_ATTRIBUTES)
+    assert 'py::arg("mem_flags")=0' in wrap and "DEF_SIMPLE_METHOD(get_device_pointer)" in wrap
+    assert (
+        "def function_prepare(func, arg_types" in driver_py
+        and "def function_prepared_async_call(func, grid, block, stream" in driver_py
+    )
