@@ -76,6 +76,11 @@ class SourceConfig:
     framerate: Optional[int] = None
     flip: int = 0  # csi://: nvvidconv flip-method 0..7
     live: Optional[bool] = None  # None = cameras and streams are live, files are not
+    # What a camera hands over (csi://, /dev/videoN): auto = its own format (NV12 from nvvidconv, YUYV from a USB
+    # camera) with preprocess: gpu, which converts it in the CUDA kernel, else bgr; files and streams are bgr.
+    format: Literal["auto", "bgr", "bgrx", "rgba", "nv12", "yuyv", "uyvy"] = "auto"
+    color_matrix: Literal["bt601", "bt709"] = "bt601"  # YCbCr formats: the camera's matrix ...
+    color_range: Literal["limited", "full"] = "limited"  # ... and range (limited: Y 16..235)
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
 
 
@@ -183,6 +188,9 @@ class RunConfig(FileConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dla_core: Optional[int] = None  # tensorrt: the DLA core to run on; None = the core the engine was built for
     preprocess: Literal["cpu", "gpu"] = "cpu"  # gpu: the CUDA kernel writes TensorRT's input buffer (tensorrt only)
+    # preprocess: gpu: the frame buffers' memory. mapped: the kernel reads the frame where it was decoded (no upload);
+    # upload: page-locked, copied to the GPU on the frame's stream; auto: mapped on an integrated GPU (Jetson).
+    frame_memory: Literal["auto", "mapped", "upload"] = "auto"
     threads: int = 0  # ONNX Runtime intra-op threads; 0 = all cores but one (the other stages need one)
     input: InputConfig = field(default_factory=InputConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -483,6 +491,9 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise key_error(
             origin, "preprocess", "gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
         )
+    if cfg.frame_memory != "auto" and cfg.preprocess != "gpu":
+        raise key_error(origin, "frame_memory", "applies to preprocess: gpu only; set preprocess: gpu or leave it auto")
+    check_source_format(cfg.source, origin)
     check_input(cfg.input, origin)
     t = cfg.task
     for key in ("score_threshold", "iou_threshold"):
@@ -522,6 +533,19 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)
     check_fleet(cfg, origin)
+
+
+CAMERA_PREFIXES = ("csi://", "v4l2://", "/dev/video")
+
+
+def check_source_format(src: SourceConfig, origin: str) -> None:
+    """source.format other than auto/bgr is for cameras: files, folders and streams decode to BGR."""
+    if src.format not in ("auto", "bgr") and not src.uri.strip().startswith(CAMERA_PREFIXES):
+        raise key_error(
+            origin,
+            "source.format",
+            f"{src.format} is what a camera delivers (csi://N, /dev/videoN); {short(src.uri, 60)} decodes to bgr: use auto",
+        )
 
 
 def check_fleet(cfg: Any, origin: str) -> None:

@@ -31,6 +31,16 @@ class DeviceMemory:
         self.blocks[base] = bytearray(max(1, nbytes))
         return base
 
+    def map_host(self, array: np.ndarray) -> int:
+        """A device address for a host array's bytes (mapped page-locked memory): the same bytes, not a copy."""
+        base = self._next
+        self._next += (max(1, array.nbytes) + 0xFFFF) & ~0xFFFF
+        self.blocks[base] = memoryview(array.reshape(-1).view(np.uint8)).cast("B")  # type: ignore[assignment]
+        return base
+
+    def unmap_host(self, ptr: int) -> None:
+        self.blocks.pop(ptr, None)
+
     def _find(self, ptr: int) -> Tuple[int, bytearray]:
         for base, block in self.blocks.items():
             if base <= ptr < base + len(block):
@@ -49,10 +59,22 @@ class DeviceMemory:
         self.blocks.pop(ptr, None)
 
 
-def make_pycuda(
-    memory: Optional[DeviceMemory] = None, devices: Tuple[Tuple[str, Tuple[int, int]], ...] = (("stand-in GPU", (8, 7)),)
-) -> types.ModuleType:
-    """A ``pycuda`` package with ``driver`` and ``compiler``; ``driver.log`` lists every operation in order."""
+# CUDA's values (cuda.h: CU_MEMHOSTALLOC_*, CU_DEVICE_ATTRIBUTE_*), which pycuda binds under these names
+# (src/wrapper/wrap_cudadrv.cpp of pycuda 2026.1: host_alloc_flags, device_attribute). Checked against the CUDA
+# toolkit's cuda.h and pycuda's sdist by test_the_stand_ins_flags_and_attributes_are_cudas_and_pycudas.
+HOST_ALLOC_FLAGS = {"PORTABLE": 0x01, "DEVICEMAP": 0x02, "WRITECOMBINED": 0x04}
+DEVICE_ATTRIBUTES = {"INTEGRATED": 18, "CAN_MAP_HOST_MEMORY": 19}
+
+# (name, compute capability, INTEGRATED, CAN_MAP_HOST_MEMORY): an Orin (integrated, maps host memory) by default.
+ORIN = ("stand-in GPU", (8, 7), 1, 1)
+DISCRETE = ("stand-in discrete GPU", (9, 0), 0, 1)
+
+
+def make_pycuda(memory: Optional[DeviceMemory] = None, devices: Tuple[tuple, ...] = (ORIN,)) -> types.ModuleType:
+    """A ``pycuda`` package with ``driver`` and ``compiler``; ``driver.log`` lists every operation in order.
+
+    Page-locked host arrays allocated with ``host_alloc_flags.DEVICEMAP`` get a device pointer that resolves to
+    the same bytes (``memory.map_host``), as mapped memory does on a GPU that shares the CPU's DRAM."""
     memory = memory or DeviceMemory()
     log: List[tuple] = []
     ids = itertools.count(1)
@@ -113,6 +135,12 @@ def make_pycuda(
         def compute_capability(self) -> Tuple[int, int]:
             return devices[self.index][1]
 
+        def get_attribute(self, attr: int) -> int:
+            by_value = {v: k for k, v in DEVICE_ATTRIBUTES.items()}
+            if attr not in by_value:
+                raise LogicError(f"stand-in pycuda: device attribute {attr} is not modelled")
+            return devices[self.index][2 if by_value[attr] == "INTEGRATED" else 3]
+
         def retain_primary_context(self) -> Context:
             if self.index not in Device._primary:
                 Device._primary[self.index] = Context(self, primary=True)
@@ -147,11 +175,24 @@ def make_pycuda(
             log.append(("mem_free", self.ptr))
 
     class HostAllocation:
-        def __init__(self) -> None:
-            self.freed = False
+        def __init__(self, flags: int = 0, device_ptr: Optional[int] = None) -> None:
+            self.freed, self.flags, self._device_ptr = False, flags, device_ptr
 
         def free(self) -> None:
+            if self.freed:  # pycuda: pagelocked_host_allocation::free raises on a second free
+                raise LogicError("pagelocked_host_allocation::free failed: invalid resource handle")
             self.freed = True
+            log.append(("host_free", self._device_ptr))
+            if self._device_ptr is not None:
+                memory.unmap_host(self._device_ptr)
+
+        def get_flags(self) -> int:
+            return self.flags
+
+        def get_device_pointer(self) -> int:
+            if not self.flags & HOST_ALLOC_FLAGS["DEVICEMAP"]:  # cuMemHostGetDevicePointer's documented failure
+                raise LogicError("cuMemHostGetDevicePointer failed: invalid value (not allocated with DEVICEMAP)")
+            return self._device_ptr
 
     class Stream:
         def __init__(self, flags: int = 0) -> None:
@@ -183,10 +224,13 @@ def make_pycuda(
         def time_since(self, other: Event) -> float:
             return self.t - other.t
 
-    def pagelocked_empty(shape: Any, dtype: Any) -> np.ndarray:
+    def pagelocked_empty(shape: Any, dtype: Any, order: str = "C", mem_flags: int = 0) -> np.ndarray:
+        ctx = _need_context("cuMemHostAlloc")
         base = np.empty(int(np.prod(shape)) * np.dtype(dtype).itemsize, np.uint8)
         arr = base.view(dtype).reshape(shape)
-        holder = HostAllocation()
+        mapped = bool(mem_flags & HOST_ALLOC_FLAGS["DEVICEMAP"])
+        holder = HostAllocation(mem_flags, memory.map_host(base) if mapped else None)
+        log.append(("pagelocked_empty", tuple(shape), mem_flags, ctx.id, holder._device_ptr))
         arr_base = _PinnedBase(base, holder)
         return arr_base.view_as(arr)
 
@@ -233,6 +277,8 @@ def make_pycuda(
         memcpy_dtoh=memcpy_dtoh,
         init=init,
         event_flags=types.SimpleNamespace(BLOCKING_SYNC=1, DISABLE_TIMING=2),
+        host_alloc_flags=types.SimpleNamespace(**HOST_ALLOC_FLAGS),
+        device_attribute=types.SimpleNamespace(**DEVICE_ATTRIBUTES),
         log=log,
         memory=memory,
         contexts_made=contexts_made,
@@ -246,6 +292,15 @@ def make_pycuda(
         def __call__(self, *args: Any, block: Any = None, grid: Any = None, stream: Optional[Stream] = None) -> None:
             _need_context("cuLaunchKernel")
             log.append(("launch", self.name, _stream_handle(stream), tuple(int(a) for a in args[:4])))
+
+        def prepare(self, arg_types: Any) -> _Function:  # pycuda/driver.py function_prepare: one struct format
+            self.arg_types = list(arg_types)
+            return self
+
+        def prepared_async_call(self, grid: Any, block: Any, stream: Optional[Stream], *args: Any) -> None:
+            if len(args) != len(self.arg_types):
+                raise TypeError(f"{self.name}: prepared for {len(self.arg_types)} arguments, called with {len(args)}")
+            self(*args, block=block, grid=grid, stream=stream)
 
     class SourceModule:
         def __init__(self, source: str, **_: Any) -> None:

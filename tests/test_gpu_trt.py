@@ -75,19 +75,21 @@ def test_pinned_and_device_buffers_round_trip_on_two_streams(cuda_ctx):
 
 def _gpu_preprocess(cuda_ctx, spec: PreprocessSpec, frame: np.ndarray) -> np.ndarray:
     from edge.runtime.cuda.memory import HostDeviceBuffer, driver
-    from edge.runtime.cuda.preprocess import GpuPreprocessor
+    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
 
     cuda = driver()
     pre = GpuPreprocessor(spec, cuda_ctx)
     with cuda_ctx.active():
         stream = cuda.Stream()
         out = HostDeviceBuffer(spec.input_shape, np.dtype(spec.dtype))
-        staging = pre.enqueue(frame, None, out.ptr, stream)
+        fin = FrameInput()
+        pre.prepare(frame, fin)
+        pre.enqueue(frame, fin, out.ptr, stream)
         out.download(stream)
         stream.synchronize()
         result = out.host.copy()
         out.free()
-        staging.free()
+        fin.free()
         pre.free()
     return result
 
@@ -365,6 +367,9 @@ def test_edge_run_end_to_end_with_gpu_preprocessing_and_the_onnxruntime_stand_in
     ort_lines, _ = results["onnxruntime"]
     assert trt_summary["backend"] == "tensorrt" and trt_summary["device"] == "cuda:0" and trt_summary["dla_core"] is None
     assert trt_summary["preprocess"] == "gpu" and trt_summary["engine"]["buffer_sets"] == 2
+    # Issue 16: frames decoded into page-locked ring buffers (uploaded: the H200 is a discrete GPU), all handed back.
+    assert trt_summary["engine"]["frame_memory"] == "pinned" and trt_summary["frame_buffers"]["memory"] == "pinned"
+    assert trt_summary["frame_buffers"]["in_use"] == 0 and trt_summary["frame_buffers"]["allocations"] < 90
     print("stand-in run:", trt_summary["fps"], "fps;", trt_summary["engine"])
     assert len(trt_lines) == len(ort_lines) == 90
     faces = 0
@@ -406,7 +411,7 @@ def test_tap_tables_are_ready_before_another_streams_first_launch(cuda_ctx, mega
     enqueued at once on stream B must wait for that upload (the event) or it reads unwritten tables."""
     cupy = pytest.importorskip("cupy", reason="the spin kernel that delays stream A is launched with CuPy")
     from edge.runtime.cuda.memory import HostDeviceBuffer, driver
-    from edge.runtime.cuda.preprocess import GpuPreprocessor
+    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
 
     spec = SPECS["nchw [0,1] fp32 stretch"]
     frame = megamind_frames[125]
@@ -423,8 +428,10 @@ def test_tap_tables_are_ready_before_another_streams_first_launch(cuda_ctx, mega
             warnings.simplefilter("ignore", DeprecationWarning)
             with cupy.cuda.ExternalStream(a.handle):
                 spin((1,), (1,), (np.int64(200_000_000),))  # ~0.1 s of GPU time before A's uploads
-        staging_a = pre.enqueue(frame, None, out_a.ptr, a)
-        staging_b = pre.enqueue(frame, None, out_b.ptr, b)
+        fin_a, fin_b = FrameInput(), FrameInput()
+        for fin, out, stream in ((fin_a, out_a, a), (fin_b, out_b, b)):
+            pre.prepare(frame, fin)
+            pre.enqueue(frame, fin, out.ptr, stream)
         out_b.download(b)
         out_a.download(a)
         a.synchronize()
@@ -433,7 +440,7 @@ def test_tap_tables_are_ready_before_another_streams_first_launch(cuda_ctx, mega
             np.testing.assert_allclose(out_b.host, want, atol=1 / 255 + 1e-6)
             np.testing.assert_allclose(out_a.host, want, atol=1 / 255 + 1e-6)
         finally:
-            for buf in (out_a, out_b, staging_a, staging_b):
+            for buf in (out_a, out_b, fin_a, fin_b):
                 buf.free()
             pre.free()
 

@@ -416,3 +416,71 @@ def test_the_backend_checks_the_file_before_tensorrt_or_cuda(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "pycuda", None)
     with pytest.raises(EdgeError, match="does not match its manifest"):
         TensorRTBackend(str(engine))
+
+
+# -- issue 16: frames reach the kernel without copies ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("memory", ["mapped", "upload"])
+def test_ring_frames_reach_the_kernel_without_a_copy(tmp_path, release, memory):
+    """Mapped ring buffers: the kernel is launched on the buffer's own device pointer and nothing is uploaded.
+    Page-locked ones: uploaded straight from the ring buffer, no staging copy. A plain array is still staged."""
+    from edge.runtime.frames import FrameRing
+    from edge.runtime.pixels import from_bgr
+    from edge.runtime.preprocess import PreprocessSpec
+    from edge.runtime.sources import Source
+
+    version, trt, machine, driver = release
+    tensors = {"x": (True, "FLOAT", (1, 64, 64, 3)), "y": (False, "FLOAT", (1, 10))}
+    plan = EnginePlan(version, tensors, run=lambda feeds: {"y": np.zeros((1, 10), np.float32)})
+    b = backend_for(engine_for(tmp_path, trt, machine, plan), trt, buffer_sets=2)
+    try:
+        pre = b.use_gpu_preprocess(PreprocessSpec(64, 64, layout="nhwc"), "x")
+        ring = FrameRing(4, b.frame_memory(memory))
+        assert ring.memory.name == ("mapped" if memory == "mapped" else "pinned")
+        src = Source()
+        src.format = "nv12"
+        frames = []
+        for k in range(4):
+            buf = ring.acquire((72, 80))
+            buf.array[:] = from_bgr(np.full((48, 80, 3), 40 * k, np.uint8), "nv12")
+            frames.append(src._frame(buf.array, buffer=buf))
+        before = len(driver.log)
+        for k, f in enumerate(frames):
+            feed, transform = pre(f)
+            b.collect(b.submit({"x": feed}))
+            assert (transform.frame_width, transform.frame_height) == (80, 48)
+            if k == len(b._slots) - 1:
+                warm = len(driver.log)  # tap tables (once), each buffer set's device frame buffer (once per set)
+        ops = driver.log[before:]
+        launches = [op for op in ops if op[0] == "launch"]
+        assert [op[1] for op in launches] == ["preprocess_float32_nv12"] * 4
+        assert not [op for op in driver.log[warm:] if op[0] in ("pagelocked_empty", "mem_alloc")]  # nothing per frame
+        frame_uploads = [op for op in ops if op[0] == "htod" and op[2] == 72 * 80]
+        if memory == "mapped":
+            assert [op[3][0] for op in launches] == [f.buffer.device_ptr for f in frames]  # reads the ring in place
+            assert frame_uploads == []
+        else:
+            assert len(frame_uploads) == 4 and [op[3][0] for op in launches] == [op[1] for op in frame_uploads]
+            assert b.info()["frame_memory"] == "pinned"
+        plain = np.zeros((48, 80, 3), np.uint8)  # not from the ring: copied into page-locked staging first
+        b.collect(b.submit({"x": pre(plain)[0]}))
+        assert [op for op in driver.log if op[0] == "pagelocked_empty" and op[1] == (48, 80, 3)]
+        for f in frames:
+            f.release()
+    finally:
+        b.close()
+    assert all(buf.array.base.freed for buf in ring._all)  # the backend freed the frame buffers on close
+    ring.close()
+
+
+def test_mapped_frame_memory_is_refused_where_the_gpu_cannot_map(tmp_path, release, monkeypatch):
+    version, trt, machine, driver = release
+    b = backend_for(engine_for(tmp_path, trt, machine, EnginePlan(version, FACE)), trt)
+    try:
+        monkeypatch.setattr(b._cuda, "can_map_host_memory", False)
+        with pytest.raises(EdgeError, match="frame_memory: mapped, but GPU stand-in GPU cannot map host memory"):
+            b.frame_memory("mapped")
+        assert b.frame_memory("auto").name == "pinned"
+    finally:
+        b.close()

@@ -5,6 +5,9 @@
 A live source drops its oldest queued frame when the pipeline is behind (and counts the drop); a file
 source blocks instead, so every frame is processed. ``stop()`` (SIGINT/SIGTERM) ends capture and lets the
 frames already in flight drain through the sinks; a failure in any stage aborts all of them.
+
+Each frame's buffer goes back to the source's ring when its sinks are done, when a live source drops it, and,
+after an abort, when the stages have exited: every buffer comes back however the run ends.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from edge.runtime.sources import Frame, Source
 log = logging.getLogger("edge.pipeline")
 
 _EOS = object()  # end of stream, passed down the queues once
+_QUEUES = 4  # capture -> preprocess -> infer -> postprocess -> sink
+
+
+def frames_in_flight(queue_size: int) -> int:
+    """The most frames the pipeline holds at once: every queue full, one in each stage, one being captured."""
+    return _QUEUES * queue_size + _QUEUES + 1
 
 
 @dataclass
@@ -44,7 +53,7 @@ class Pipeline:
     def __init__(
         self,
         source: Source,
-        preprocess: Callable[[np.ndarray], tuple],
+        preprocess: Callable[[Frame], tuple],
         infer: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]],
         input_name: str,
         postprocess: Callable[[Dict[str, np.ndarray], Transform], Result],
@@ -63,14 +72,14 @@ class Pipeline:
         self.stop_event = stop_event or threading.Event()  # graceful: stop capture, drain
         self.abort_event = threading.Event()  # a stage failed: everyone leaves now
         self.error: Optional[BaseException] = None
-        self._queues = [queue.Queue(maxsize=queue_size) for _ in range(4)]
+        self._queues = [queue.Queue(maxsize=queue_size) for _ in range(_QUEUES)]
         self._annotate = any(s.wants_image for s in sinks)
         self._threads: List[threading.Thread] = []
         self.done = threading.Event()
 
     # -- stage bodies -------------------------------------------------------
     def _do_preprocess(self, p: Packet) -> None:
-        p.tensor, p.transform = self._preprocess(p.frame.image)
+        p.tensor, p.transform = self._preprocess(p.frame)
 
     def _do_infer(self, p: Packet) -> None:
         p.outputs = self._infer({self.input_name: p.tensor})
@@ -92,7 +101,7 @@ class Pipeline:
         if f.origin:
             record["origin"] = f.origin
         record.update(p.result.to_dict())
-        image = annotate(f.image, p.result) if self._annotate else None
+        image = annotate(f.bgr(), p.result) if self._annotate else None
         for sink in self.sinks:
             sink.write(f, p.result, record, image)
 
@@ -111,11 +120,14 @@ class Pipeline:
             p = self._read_packet()
             if p is None:
                 break
-            for name, body in stages:
-                t0 = time.perf_counter()
-                body(p)
-                p.timings[name] = time.perf_counter() - t0
-            self._finish(p)
+            try:
+                for name, body in stages:
+                    t0 = time.perf_counter()
+                    body(p)
+                    p.timings[name] = time.perf_counter() - t0
+                self._finish(p)
+            finally:
+                p.frame.release()
         self.done.set()
 
     def _read_packet(self) -> Optional[Packet]:
@@ -132,9 +144,12 @@ class Pipeline:
         return p
 
     def _finish(self, p: Packet) -> None:
-        self.metrics.frame_done(p.frame.t_capture, p.timings, time.monotonic())
-        if self.on_frame is not None:
-            self.on_frame(p)
+        try:
+            self.metrics.frame_done(p.frame.t_capture, p.timings, time.monotonic())
+            if self.on_frame is not None:
+                self.on_frame(p)
+        finally:
+            p.frame.release()  # the sinks are done with its pixels: the buffer goes back to the ring
 
     # -- threads ------------------------------------------------------------
     def _put(self, q: queue.Queue, item: Any) -> bool:
@@ -170,11 +185,14 @@ class Pipeline:
                             break
                         except queue.Full:
                             try:
-                                out.get_nowait()
-                                self.metrics.dropped += 1
+                                dropped = out.get_nowait()
                             except queue.Empty:
-                                pass
+                                continue
+                            if dropped is not _EOS:
+                                dropped.frame.release()
+                                self.metrics.dropped += 1
                 elif not self._put(out, packet):
+                    packet.frame.release()
                     return
         except BaseException as exc:
             self._fail("capture", exc)
@@ -191,10 +209,15 @@ class Pipeline:
                 if p is _EOS:
                     break
                 t0 = time.perf_counter()
-                body(p)
+                try:
+                    body(p)
+                except BaseException:
+                    p.frame.release()
+                    raise
                 p.timings[name] = time.perf_counter() - t0
                 if outq is not None:
                     if not self._put(outq, p):
+                        p.frame.release()
                         return
                 else:
                     self._finish(p)
@@ -216,7 +239,19 @@ class Pipeline:
     def _watch(self) -> None:
         for t in self._threads:
             t.join()
+        self._release_queued()
         self.done.set()
+
+    def _release_queued(self) -> None:
+        """After an abort, frames left in the queues hand their buffers back (a drained run leaves none)."""
+        for q in self._queues:
+            while True:
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _EOS:
+                    item.frame.release()
 
     def stop(self) -> None:
         """Graceful: no new frames; what is in flight goes through to the sinks."""

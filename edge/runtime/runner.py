@@ -16,11 +16,12 @@ from edge.manifest import read_l4t
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
+from edge.runtime.frames import FrameRing
 from edge.runtime.live import Live, run_info
 from edge.runtime.metrics import format_summary
 from edge.runtime.model import pick_input, preprocess_spec
 from edge.runtime.notify import Notifier, Watchdog
-from edge.runtime.pipeline import Pipeline
+from edge.runtime.pipeline import Pipeline, frames_in_flight
 from edge.runtime.postprocess import create_postprocessor
 from edge.runtime.preprocess import Preprocessor
 from edge.runtime.serve import Servers
@@ -86,7 +87,7 @@ class Runner:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.stop_event = threading.Event()
-        self.backend = self.source = self.sampler = self.servers = None
+        self.backend = self.source = self.sampler = self.servers = self.ring = None
         self.sinks: list = []
         self.close_error: Optional[EdgeError] = None
         try:
@@ -103,7 +104,12 @@ class Runner:
         tensor = pick_input(cfg, self.backend.inputs)
         self.spec = preprocess_spec(cfg, tensor)
         post = create_postprocessor(cfg, self.backend.outputs, self.spec)
-        self.source = open_source(cfg.source, self.stop_event, base_dir=cfg.base_dir)
+        gpu = cfg.preprocess == "gpu"
+        self.source = open_source(cfg.source, self.stop_event, base_dir=cfg.base_dir, gpu=gpu)
+        # Frames are decoded into buffers allocated once: page-locked (or mapped) memory when the GPU preprocesses.
+        memory = self.backend.frame_memory(cfg.frame_memory) if gpu else None
+        self.ring = FrameRing(frames_in_flight(cfg.pipeline.queue_size), memory, stop=self.stop_event)
+        self.source.ring = self.ring
         sinks_cfg = cfg.sinks
         for owner, key in (
             (sinks_cfg, "results"),
@@ -139,7 +145,14 @@ class Runner:
         frame, and the postprocess stage waits for that frame's outputs before decoding them.
         """
         b = self.backend
-        preprocess = b.use_gpu_preprocess(self.spec, input_name) if self.cfg.preprocess == "gpu" else Preprocessor(self.spec)
+        if self.cfg.preprocess == "gpu":
+            preprocess = b.use_gpu_preprocess(self.spec, input_name)
+        else:
+            cpu = Preprocessor(self.spec)
+
+            def preprocess(frame: Any) -> Any:
+                return cpu(frame.bgr())  # a camera's YUV or BGRx through OpenCV's converters first
+
         if not hasattr(b, "submit"):
             return preprocess, b.infer, post
         return preprocess, b.submit, lambda job, transform: post(b.collect(job), transform)
@@ -164,10 +177,14 @@ class Runner:
         capture = getattr(getattr(self, "pipeline", None), "_threads", [None])[:1]
         if capture and capture[0] is not None and capture[0].is_alive():
             log.warning("source %s: left open, its read is stalled (the process exits anyway)", self.source.description)
+            if self.ring is not None:
+                self.ring.abandon()  # the stalled read may still write into a frame buffer: never free them
         elif self.source is not None:
             self.source.close()  # never while the capture thread is inside a read: OpenCV would crash
         if self.backend is not None:
-            self.backend.close()
+            self.backend.close()  # waits for frames on the GPU, then frees its page-locked frame buffers
+        if self.ring is not None:
+            self.ring.close()
         return notes
 
     def run(self) -> Tuple[dict, Optional[EdgeError]]:
@@ -226,6 +243,7 @@ class Runner:
         if p.abort_event.is_set():
             p.count_abandoned()
         engine_info = self.backend.info() if hasattr(self.backend, "info") else None  # read before close frees it
+        frames_info = self.ring.info()
         notes = self._close(failed=p.error is not None)
         telemetry, files = self._telemetry_summary(idle_w)
         notes += files
@@ -238,6 +256,7 @@ class Runner:
             "engine": engine_info,
             "model_input": {"shape": list(self.spec.input_shape), **self.spec.to_dict()},
             "source": self.source.info(),
+            "frame_buffers": frames_info,
             "telemetry": telemetry,
             "outputs": notes,
             "mqtt": next((s.stats() for s in self.sinks if s.name == "mqtt"), None),

@@ -6,7 +6,10 @@
     rtsp://… | http(s)://…                           network streams, reconnected with exponential backoff (live)
     asset://megamind                                  a pinned demo clip, fetched on first use
 
-Each frame carries its index and a monotonic capture timestamp.
+Each frame carries its index and a monotonic capture timestamp. Files and streams decode to BGR. A camera hands
+over what ``source.format`` says: with ``preprocess: gpu`` and ``auto``, a CSI camera NV12 straight from nvvidconv
+and a V4L2 camera its raw YUYV, so no colour conversion runs on the CPU (the CUDA kernel converts). Given a
+``FrameRing`` (``Source.ring``), a source decodes into the ring's buffers; without one, every frame is a new array.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from edge import MAX_IMAGE_PIXELS
+from edge.config import check_source_format
 from edge.errors import EdgeError, RunFailed
 from edge.redact import redact
+from edge.runtime.frames import Frame, FrameBuffer, FrameRing
+from edge.runtime.pixels import BT601_LIMITED, Colour, colour, pixel_format
 
 log = logging.getLogger("edge.source")
 
@@ -35,26 +40,21 @@ READ_TIMEOUT_MS = 5_000
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 
 
-@dataclass
-class Frame:
-    index: int
-    t_capture: float  # time.monotonic() when the frame was read
-    image: np.ndarray  # HxWx3 uint8 BGR
-    origin: str = ""  # file name for image folders, else empty
-
-
 class Source:
     """Base: ``read()`` returns the next Frame, or None at the end; ``close()`` releases the device."""
 
     live = False
     description = ""
+    format = "bgr"  # the pixel format of the frames (edge.runtime.pixels)
+    colour: Colour = BT601_LIMITED
 
     def __init__(self) -> None:
         self._index = 0
         self.reconnects = 0
+        self.ring: Optional[FrameRing] = None  # set by the pipeline's owner: decode into reused buffers
 
-    def _frame(self, image: np.ndarray, origin: str = "") -> Frame:
-        f = Frame(self._index, time.monotonic(), image, origin)
+    def _frame(self, image: np.ndarray, origin: str = "", buffer: Optional[FrameBuffer] = None) -> Frame:
+        f = Frame(self._index, time.monotonic(), image, origin, self.format, self.colour, buffer)
         self._index += 1
         return f
 
@@ -65,7 +65,10 @@ class Source:
         pass
 
     def info(self) -> dict[str, Any]:
-        return {"uri": self.description, "live": self.live, "reconnects": self.reconnects}
+        out = {"uri": self.description, "live": self.live, "reconnects": self.reconnects, "format": self.format}
+        if pixel_format(self.format).yuv:
+            out["colour"] = self.colour.key
+        return out
 
 
 def _cv2():
@@ -90,6 +93,7 @@ class CaptureSource(Source):
         self.target, self.description, self.live, self.loop = target, description, live, loop
         self._api, self._props = api, props or {}
         self._params: list = []
+        self._shape: Optional[Tuple[int, ...]] = None  # the array shape the capture delivers, once seen
         self.cap = self._open()
         if self.cap is None:
             raise EdgeError(
@@ -111,13 +115,57 @@ class CaptureSource(Source):
             cap.set(prop, value)
         return cap
 
+    def _grab(self) -> Optional[Frame]:
+        """One frame from the capture: decoded straight into a ring buffer once the frame size is known (OpenCV
+        writes into an array of the right shape in place); the first frame, and one of a new size, is copied in."""
+        ring = self.ring
+        buf = ring.acquire(self._shape) if ring is not None and self._shape is not None else None
+        if buf is None and ring is not None and self._shape is not None:
+            return None  # stopping while every buffer was in use
+        try:
+            ok, image = self.cap.read(image=buf.array) if buf is not None else self.cap.read()
+        except BaseException:
+            if buf is not None:
+                buf.release()
+            raise
+        if not ok or image is None:
+            if buf is not None:
+                buf.release()
+            return None
+        if buf is not None and image is buf.array:
+            return self._frame(image, buffer=buf)  # decoded in place
+        if buf is not None:  # OpenCV allocated: the frame size changed
+            buf.release()
+        if image.shape != self._shape:
+            self._check_format(image)
+            self._shape = image.shape
+        if ring is None:
+            return self._frame(image)
+        buf = ring.acquire(image.shape)  # the first frame of a size is copied in; the next ones decode in place
+        if buf is None:
+            return None
+        np.copyto(buf.array, image)
+        return self._frame(buf.array, buffer=buf)
+
+    def _check_format(self, image: np.ndarray) -> None:
+        """The first frame of a size must fit ``format``; an OpenCV that converted a camera's YUV to BGR itself
+        (a build that honours CAP_PROP_CONVERT_RGB on GStreamer) is followed, with a warning."""
+        if self.format == "bgr":
+            if image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8:
+                return
+        elif pixel_format(self.format).yuv and image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8:
+            log.warning("source %s: OpenCV delivers BGR, not %s; the CPU converted it", self.description, self.format)
+            self.format = "bgr"
+            return
+        pixel_format(self.format).size(image)
+
     def read(self) -> Optional[Frame]:
-        ok, image = self.cap.read()
-        if not ok and self.loop and not self.live and self._index > 0:
+        frame = self._grab()
+        if frame is None and self.loop and not self.live and self._index > 0:
             self.cap.release()
             self.cap = self._open()
-            ok, image = (False, None) if self.cap is None else self.cap.read()
-        return self._frame(image) if ok else None
+            frame = None if self.cap is None else self._grab()
+        return frame
 
     def close(self) -> None:
         if self.cap is not None:
@@ -146,9 +194,9 @@ class StreamSource(CaptureSource):
         return super()._open()
 
     def read(self) -> Optional[Frame]:
-        ok, image = self.cap.read() if self.cap is not None else (False, None)
-        if ok:
-            return self._frame(image)
+        frame = self._grab() if self.cap is not None else None
+        if frame is not None:
+            return frame
         delay, attempt = self.initial_delay_s, 0
         while not self.stop_event.is_set():
             if self.max_attempts and attempt >= self.max_attempts:
@@ -163,11 +211,11 @@ class StreamSource(CaptureSource):
                 self.cap.release()
             self.cap = self._open()
             if self.cap is not None:
-                ok, image = self.cap.read()
-                if ok:
+                frame = self._grab()
+                if frame is not None:
                     self.reconnects += 1
                     log.warning("source %s: reconnected after %d attempt(s)", self.description, attempt)
-                    return self._frame(image)
+                    return frame
             delay = min(delay * 2, self.max_delay_s)
         return None
 
@@ -195,7 +243,7 @@ class ImageSource(Source):
             except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past the pixel cap)
                 image = None
             if image is not None:
-                return self._frame(image, os.path.basename(path))
+                return self._into_ring(image, os.path.basename(path))
             # A file that vanished or is not an image: skip it, but never spin on a folder that emptied.
             self.skipped += 1
             log.warning("source %s: cannot read %s; skipped", self.description, path)
@@ -204,6 +252,18 @@ class ImageSource(Source):
                     f"source '{self.description}': none of its {len(self.files)} files could be read as images (corrupt, "
                     f"or larger than {MAX_IMAGE_PIXELS // 1_000_000} megapixels)"
                 )
+
+    def _into_ring(self, image: np.ndarray, origin: str) -> Optional[Frame]:
+        """cv2.imread has no decode-into-array, so a decoded image is copied into a page-locked ring buffer, the
+        copy the GPU path would otherwise make before its upload; pageable memory gains nothing from a copy."""
+        ring = self.ring
+        if ring is None or not ring.memory.pinned:
+            return self._frame(image, origin)
+        buf = ring.acquire(image.shape)
+        if buf is None:
+            return None
+        np.copyto(buf.array, image)
+        return self._frame(buf.array, origin, buf)
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "files": len(self.files), "skipped": self.skipped}
@@ -217,19 +277,47 @@ def gstreamer_available() -> bool:
     return False
 
 
-def csi_pipeline(sensor_id: int, width: int, height: int, framerate: int, flip: int) -> str:
-    """The nvarguscamerasrc pipeline that hands OpenCV BGR frames (NVMM -> nvvidconv -> videoconvert)."""
-    return (
+def csi_pipeline(sensor_id: int, width: int, height: int, framerate: int, flip: int, fmt: str = "bgr") -> str:
+    """The nvarguscamerasrc pipeline. For BGR, nvvidconv (the VIC) writes BGRx and GStreamer's videoconvert drops
+    the fourth byte on the CPU; any other format comes straight out of nvvidconv, with no videoconvert."""
+    head = (
         f"nvarguscamerasrc sensor-id={sensor_id} ! "
         f"video/x-raw(memory:NVMM), width={width}, height={height}, framerate={framerate}/1, format=NV12 ! "
-        f"nvvidconv flip-method={flip} ! video/x-raw, format=BGRx ! videoconvert ! video/x-raw, format=BGR ! "
-        "appsink drop=true max-buffers=1"
+        f"nvvidconv flip-method={flip} ! "
     )
+    if fmt == "bgr":
+        head += "video/x-raw, format=BGRx ! videoconvert ! video/x-raw, format=BGR ! "
+    else:
+        head += f"video/x-raw, format={pixel_format(fmt).gst} ! "
+    return head + "appsink drop=true max-buffers=1"
 
 
-def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None) -> Source:
-    """Open the source named by ``cfg.uri`` (a SourceConfig); relative file paths are relative to ``base_dir``."""
+# V4L2 cameras through OpenCV's own V4L2 backend (no GStreamer, so never a videoconvert): BGR is OpenCV converting
+# on the CPU; a YUV format is the camera's raw buffer, with OpenCV's conversion off (CAP_PROP_CONVERT_RGB = 0).
+V4L2_FOURCC = {"yuyv": "YUYV", "uyvy": "UYVY", "nv12": "NV12"}
+
+
+def camera_format(cfg: Any, camera: str, gpu: bool) -> str:
+    """The pixel format a camera source hands over: ``source.format``, or for ``auto`` the camera's own format
+    when the GPU preprocesses (NV12 from nvvidconv, YUYV from a USB camera) and BGR otherwise."""
+    fmt = getattr(cfg, "format", "auto")
+    if fmt == "auto":
+        return ("nv12" if camera == "csi" else "yuyv") if gpu else "bgr"
+    if camera == "v4l2" and fmt != "bgr" and fmt not in V4L2_FOURCC:
+        raise EdgeError(
+            f"source.format {fmt}: a V4L2 camera delivers {', '.join(['bgr', *V4L2_FOURCC])}; use one of those "
+            "(or a csi:// camera, whose nvvidconv gives bgrx and rgba)"
+        )
+    return fmt
+
+
+def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None, gpu: bool = False) -> Source:
+    """Open the source named by ``cfg.uri`` (a SourceConfig); relative file paths are relative to ``base_dir``.
+    ``gpu``: the frames go to the CUDA kernel, which converts camera formats itself."""
     uri = cfg.uri.strip()
+    if hasattr(cfg, "format"):
+        check_source_format(cfg, "source")  # also for a SourceConfig made in code, which load_config never saw
+    fmt = "bgr"
     if uri.startswith("asset://"):
         from edge import assets
 
@@ -247,15 +335,21 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
                 f"source '{uri}': this cv2 was built without GStreamer, which csi:// needs; on a Jetson use JetPack's OpenCV "
                 "(sudo apt install python3-opencv; pip uninstall opencv-python opencv-python-headless)"
             )
-        pipe = csi_pipeline(int(sensor), cfg.width or 1920, cfg.height or 1080, cfg.framerate or 30, cfg.flip)
+        fmt = camera_format(cfg, "csi", gpu)
+        pipe = csi_pipeline(int(sensor), cfg.width or 1920, cfg.height or 1080, cfg.framerate or 30, cfg.flip, fmt)
         src = CaptureSource(pipe, uri, live=True, api=_cv2().CAP_GSTREAMER)
     elif uri.startswith(("v4l2://", "/dev/video")):
         device = uri[len("v4l2://") :] if uri.startswith("v4l2://") else uri
         if not os.path.exists(device):
             raise EdgeError(f"source '{uri}': {device} does not exist; list cameras with `v4l2-ctl --list-devices`")
         cv2 = _cv2()
+        fmt = camera_format(cfg, "v4l2", gpu)
         props = {cv2.CAP_PROP_FRAME_WIDTH: cfg.width, cv2.CAP_PROP_FRAME_HEIGHT: cfg.height, cv2.CAP_PROP_FPS: cfg.framerate}
-        src = CaptureSource(device, uri, live=True, api=cv2.CAP_V4L2, props={k: v for k, v in props.items() if v})
+        props = {k: v for k, v in props.items() if v}
+        if fmt != "bgr":  # the camera's own bytes: the pixel format first, then OpenCV's conversion off
+            props[cv2.CAP_PROP_FOURCC] = cv2.VideoWriter_fourcc(*V4L2_FOURCC[fmt])
+            props[cv2.CAP_PROP_CONVERT_RGB] = 0
+        src = CaptureSource(device, uri, live=True, api=cv2.CAP_V4L2, props=props)
     else:
         path = Path(uri).expanduser()
         if base_dir is not None and not path.is_absolute():
@@ -280,6 +374,9 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
             raise EdgeError(
                 f"source '{uri}': no such file or folder; give a video file, an image folder or glob, /dev/videoN, csi://N or rtsp://…"
             )
+    src.format = fmt
+    if pixel_format(fmt).yuv:
+        src.colour = colour(getattr(cfg, "color_matrix", "bt601"), getattr(cfg, "color_range", "limited"))
     if cfg.live is not None:
         src.live = cfg.live
     return src

@@ -157,7 +157,8 @@ class ViewSink(Sink):
         if now < self._next:
             return
         self._next = now + 1.0 / self.view.max_fps
-        self.view.offer(frame.image if annotated is None else annotated, result if annotated is None else None)
+        # The encoder runs later on its own thread, after the frame's buffer went back to the ring: it gets a copy.
+        self.view.offer(frame.bgr(copy=True) if annotated is None else annotated, result if annotated is None else None)
 
     def close(self, failed: bool = False) -> Optional[str]:
         v = self.view

@@ -31,7 +31,15 @@ from edge.errors import EdgeError, RunFailed
 from edge.lazy import require
 from edge.manifest import read_l4t
 from edge.runtime.backends import TensorInfo
-from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, driver, timing_event
+from edge.runtime.cuda.memory import (
+    CudaContext,
+    HostDeviceBuffer,
+    PinnedFrameMemory,
+    choose_frame_memory,
+    driver,
+    timing_event,
+)
+from edge.runtime.cuda.preprocess import FrameInput
 from edge.runtime.engine_gate import DeviceFacts, check_platform, choose_dla_core, verify_manifest
 from edge.runtime.preprocess import PreprocessSpec, Transform
 
@@ -188,7 +196,7 @@ class _BufferSet:
         self.context = context
         self.stream = driver().Stream()
         self.buffers: Dict[str, HostDeviceBuffer] = {}
-        self.frame: Optional[HostDeviceBuffer] = None  # the raw frame, with GPU preprocessing
+        self.frame_in = FrameInput()  # the raw frame on its way to the kernel, with GPU preprocessing
         self.events = {k: timing_event() for k in _EVENTS}
         # The profile goes on this set's own stream, which later enqueues on this context, so the copies TensorRT may
         # queue for the switch are ordered before the first inference (setOptimizationProfileAsync's contract).
@@ -207,9 +215,8 @@ class _BufferSet:
     def free(self) -> None:
         for buf in self.buffers.values():
             buf.free()
-        if self.frame is not None:
-            self.frame.free()
-        self.buffers, self.frame, self.events, self.stream, self.context = {}, None, {}, None, None
+        self.frame_in.free()
+        self.buffers, self.events, self.stream, self.context = {}, {}, None, None
 
 
 class Job:
@@ -247,6 +254,7 @@ class TensorRTBackend:
         self._lock = threading.Lock()
         self._gpu_pre: Any = None
         self._gpu_input: Optional[str] = None
+        self._frame_memory: Optional[PinnedFrameMemory] = None
         self._stage_ms: Deque[Tuple[float, float, float]] = deque(maxlen=10_000)
         self._closed = False
         self._engine = self._runtime = self._origin = None
@@ -286,9 +294,10 @@ class TensorRTBackend:
         self.device = f"dla:{self.dla_core}" if self.dla_core is not None else f"cuda:{device_index}"
 
     # -- GPU preprocessing ----------------------------------------------------
-    def use_gpu_preprocess(self, spec: PreprocessSpec, input_name: str) -> Callable[[np.ndarray], Tuple[np.ndarray, Transform]]:
-        """From now on the feed for ``input_name`` is the raw BGR frame, which the CUDA kernel turns into the input
-        tensor on the frame's own stream. Returns the preprocess stage's callable: it only computes the geometry."""
+    def use_gpu_preprocess(self, spec: PreprocessSpec, input_name: str) -> Callable[[Any], Tuple[Any, Transform]]:
+        """From now on the feed for ``input_name`` is the raw frame (a ``Frame`` in any camera format, or a BGR
+        array), which the CUDA kernel turns into the input tensor on the frame's own stream. Returns the preprocess
+        stage's callable: it only computes the geometry."""
         from edge.runtime.cuda.preprocess import GpuPreprocessor
 
         t = next(t for t in self.io if t.name == input_name)
@@ -300,6 +309,21 @@ class TensorRTBackend:
         self._gpu_pre = GpuPreprocessor(spec, self._cuda)
         self._gpu_input = input_name
         return lambda frame: (frame, self._gpu_pre.transform(frame))
+
+    def frame_memory(self, requested: str = "auto") -> PinnedFrameMemory:
+        """The page-locked memory for the source's frame ring (``frame_memory`` in the config): mapped, so the kernel
+        reads each frame in place, where the GPU shares the CPU's memory; else uploaded on the frame's stream."""
+        if self._frame_memory is None:
+            c = self._cuda
+            choice = choose_frame_memory(requested, c.integrated, c.can_map_host_memory, f"GPU {c.name}")
+            self._frame_memory = PinnedFrameMemory(c, mapped=choice == "mapped")
+            log.info(
+                "frame buffers: %s memory (frame_memory %s; %s GPU)",
+                self._frame_memory.name,
+                requested,
+                "integrated" if c.integrated else "discrete",
+            )
+        return self._frame_memory
 
     # -- frames ---------------------------------------------------------------
     def submit(self, feeds: Dict[str, np.ndarray]) -> Job:
@@ -326,7 +350,7 @@ class TensorRTBackend:
                 raise EdgeError(f"engine input '{t.name}' was not fed; the engine needs {', '.join(i.name for i in inputs)}")
             arr = feeds[t.name]
             if t.name == self._gpu_input:
-                slot.frame = self._gpu_pre.stage(arr, slot.frame)
+                self._gpu_pre.prepare(arr, slot.frame_in)  # copies only a frame outside page-locked memory
                 continue
             if arr.shape != t.shape:
                 raise EdgeError(f"engine input '{t.name}' is {list(t.shape)} but got an array of shape {list(arr.shape)}")
@@ -338,8 +362,7 @@ class TensorRTBackend:
         for t in inputs:
             buf = slot.buffers[t.name]
             if t.name == self._gpu_input:
-                slot.frame.upload(stream)
-                self._gpu_pre.launch(slot.frame, buf.ptr, stream)  # writes the input tensor in place
+                self._gpu_pre.enqueue(feeds[t.name], slot.frame_in, buf.ptr, stream)  # writes the input tensor in place
             else:
                 buf.upload(stream)
         ev["uploaded"].record(stream)
@@ -397,6 +420,7 @@ class TensorRTBackend:
             "dla_core": self.dla_core,
             "buffer_sets": len(self._slots),
             "preprocess": "gpu" if self._gpu_pre is not None else "cpu",
+            "frame_memory": self._frame_memory.name if self._frame_memory is not None else None,
             "gpu_ms_mean": dict(zip(("upload", "compute", "download"), mean)),
         }
 
@@ -408,6 +432,9 @@ class TensorRTBackend:
         with self._cuda.active():
             for job in list(self._inflight):
                 self._finish(job)
+            driver().Context.synchronize()  # a frame whose enqueue failed half-way may still be on a stream
+            if self._frame_memory is not None:
+                self._frame_memory.close()  # the frames' page-locked buffers: nothing reads them any more
             for slot in self._slots:
                 slot.free()
             if self._gpu_pre is not None:
