@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.server
-import io
 import os
 import re
 import resource
@@ -31,7 +30,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import pytest
 
@@ -74,9 +73,8 @@ def limits(
     fsize: Optional[int] = None,
     address_space: Optional[int] = MAX_AS,
     umask: Optional[int] = None,
-    uid: Optional[int] = None,
 ) -> Callable[[], None]:
-    """A preexec_fn: RLIMIT_FSIZE (bytes), RLIMIT_AS, umask, and an unprivileged uid, set in the child only."""
+    """A preexec_fn: RLIMIT_FSIZE (bytes), RLIMIT_AS and umask, set in the child only."""
 
     def apply() -> None:
         if fsize is not None:
@@ -85,10 +83,6 @@ def limits(
             resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
         if umask is not None:
             os.umask(umask)
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
 
     return apply
 
@@ -106,24 +100,35 @@ class Child:
         stdout: Optional[int] = None,
     ) -> None:
         self.argv = [str(a) for a in argv]
-        self._out = tempfile.TemporaryFile()
-        self._err = tempfile.TemporaryFile()
         full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=self._out if stdout is None else stdout,
-            stderr=self._err,
+            stdout=subprocess.PIPE if stdout is None else stdout,
+            stderr=subprocess.PIPE,  # pipes, not files: RLIMIT_FSIZE in the child must not cut its own messages
             env=full_env,
             cwd=str(cwd) if cwd else None,
             preexec_fn=preexec or limits(),
             start_new_session=True,
         )
+        self._chunks: Dict[str, List[bytes]] = {"out": [], "err": []}
+        self._readers = [
+            threading.Thread(target=self._drain, args=(stream, self._chunks[key]), daemon=True)
+            for key, stream in (("out", self.proc.stdout), ("err", self.proc.stderr))
+            if stream is not None
+        ]
+        for t in self._readers:
+            t.start()
         if stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.write(stdin)
             self.proc.stdin.close()
+
+    @staticmethod
+    def _drain(stream: IO[bytes], into: List[bytes]) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            into.append(chunk)
 
     @property
     def pid(self) -> int:
@@ -159,8 +164,7 @@ class Child:
         return False
 
     def stderr_so_far(self) -> str:
-        self._err.flush()
-        return Path(f"/proc/self/fd/{self._err.fileno()}").read_bytes().decode(errors="replace")
+        return b"".join(self._chunks["err"]).decode(errors="replace")
 
     def finish(self, timeout: float = 120) -> Outcome:
         deadline = time.monotonic() + timeout
@@ -174,14 +178,12 @@ class Child:
                 self._reaped(status, usage)
                 break
             time.sleep(0.01)
-        outs = []
-        for f in (self._out, self._err):
-            f.seek(0)
-            outs.append(f.read().decode(errors="replace"))
-            f.close()
-        # Whatever the child left running in its session (a grandchild) goes too.
+        # Whatever the child left running in its session (a grandchild holding the pipes) goes too.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        for t in self._readers:
+            t.join(10)
+        outs = [b"".join(self._chunks[key]).decode(errors="replace") for key in ("out", "err")]
         return Outcome(self.argv, self.proc.returncode, outs[0], outs[1], self.seconds, self.rss_mb, timed_out)
 
 
@@ -424,14 +426,12 @@ def fill(folder: Path, leave: int) -> Path:
     return filler
 
 
-def nobody() -> int:
-    """The uid of an unprivileged user (files of the test are made readable to it)."""
-    import pwd
-
-    try:
-        return pwd.getpwnam("nobody").pw_uid
-    except KeyError:
-        return 65534
+def without_capabilities() -> List[str]:
+    """An argv prefix that runs a command as this user but without capabilities: root then obeys file modes."""
+    require_or_skip(have("setpriv"), "setpriv is not installed (apt-get install -y util-linux)")
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
 
 
 # -- servers that stall ------------------------------------------------------------------------------------------------
@@ -549,12 +549,13 @@ def onnx_conv(
 
 def onnx_constant_bomb(path: Path, side: int = 30000) -> Path:
     """A few hundred bytes of ONNX whose constant folding would need 3*side*side floats (10.8 GB at 30000)."""
-    import onnx
     from onnx import TensorProto, helper
 
     shape = helper.make_tensor("shape", TensorProto.INT64, [4], [1, 3, side, side])
     nodes = [
-        helper.make_node("ConstantOfShape", ["shape"], ["big"], name="big", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+        helper.make_node(
+            "ConstantOfShape", ["shape"], ["big"], name="big", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+        ),
         helper.make_node("ReduceSum", ["big"], ["sum"], name="sum", keepdims=0),
         helper.make_node("Add", ["x", "sum"], ["y"], name="add"),
     ]
@@ -641,7 +642,7 @@ __all__ = [
     "http_file",
     "images",
     "limits",
-    "nobody",
+    "without_capabilities",
     "onnx_constant_bomb",
     "onnx_conv",
     "png_header_bomb",
