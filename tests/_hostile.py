@@ -468,11 +468,11 @@ def silent_tcp() -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def http_file(path: Path, stall_after: Optional[int] = None, secret_ok: bool = True) -> Iterator[int]:
+def http_file(path: Path, stall_after: Optional[int] = None, close: bool = False) -> Iterator[int]:
     """An HTTP server on 127.0.0.1 serving ``path`` under any URL (credentials and query ignored).
 
     With ``stall_after`` it sends that many bytes of the file and then nothing more, holding the connection open:
-    a network stream that stalls mid-way.
+    a network stream that stalls mid-way; with ``close`` too it drops the connection there instead (a camera gone).
     """
     data = path.read_bytes()
     stop = threading.Event()
@@ -489,7 +489,8 @@ def http_file(path: Path, stall_after: Optional[int] = None, secret_ok: bool = T
                 else:
                     self.wfile.write(data[:stall_after])
                     self.wfile.flush()
-                    stop.wait()
+                    if not close:
+                        stop.wait()
             except OSError:
                 pass
 
