@@ -292,13 +292,26 @@ def error_lines(o: Outcome) -> List[str]:
     return lines
 
 
-def assert_refused(o: Outcome, *names: str, code: int = 2, parser: Optional[argparse.ArgumentParser] = None) -> str:
-    """Exit ``code`` with exactly one stderr line that names each of ``names``; returns that line."""
+_LOG_RECORD = re.compile(r"^[\w .-]+: (DEBUG|INFO|WARNING) ")
+
+
+def assert_refused(
+    o: Outcome, *names: str, code: int = 2, parser: Optional[argparse.ArgumentParser] = None, before_work: bool = True
+) -> str:
+    """Exit ``code`` with one stderr line that names each of ``names``; returns that line.
+
+    ``before_work``: a refusal before any work is the only line on stderr. Otherwise (an input found bad once the work
+    started, such as an image the capture thread reads) progress log records may come first; the error is the one
+    other line, and the last.
+    """
     assert_no_traceback(o)
     assert o.code == code, f"expected exit {code}{o}"
     lines = error_lines(o)
+    if not before_work:
+        lines = [line for line in lines if not _LOG_RECORD.match(line)]
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}{o}"
     line = lines[0]
+    assert line == error_lines(o)[-1], f"the error is not the last line{o}"
     assert "error" in line.lower(), f"the line does not say it is an error{o}"
     assert len(line) <= 600, f"an error line of {len(line)} characters{o}"
     for name in names:
