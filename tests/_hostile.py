@@ -209,10 +209,11 @@ def call(
     main: Optional[Callable[[Optional[List[str]]], int]] = None,
     timeout: float = 60,
     address_space: int = MAX_AS,
+    cwd: Optional[Union[str, Path]] = None,
 ) -> Outcome:
     """``edge ARGV`` in a child forked from this process: no interpreter start or imports (a refusal costs
     milliseconds), yet a case the code does not refuse cannot hang, flood or exhaust the test process: the child
-    has ``address_space`` bytes and ``timeout`` seconds (then SIGALRM ends it: ``timed_out``).
+    has ``address_space`` bytes and ``timeout`` seconds (then SIGALRM ends it: ``timed_out``), and runs in ``cwd``.
 
     ``main`` is ``edge.cli.main`` by default, or ``edge.cli.run_main`` / ``build_main`` for the named entry points.
     """
@@ -233,6 +234,8 @@ def call(
         code = 198
         try:
             os.setsid()
+            if cwd is not None:
+                os.chdir(cwd)
             resource.setrlimit(resource.RLIMIT_AS, (address_space, resource.RLIM_INFINITY))
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
             signal.alarm(max(1, int(timeout)))
@@ -351,7 +354,9 @@ def assert_failed_run(o: Outcome, *names: str, code: int = 1) -> str:
 
 
 # Another program's options in a message are fine ("edge-build --calib-cache", "trtexec --x", "pip install -e").
-_OTHER_PROGRAM = re.compile(r"(edge-run|edge-build|edge \w+|trtexec|pip\w*|systemctl|apt(-get)?|ssh|rsync|journalctl)\b[^;,()]*$")
+_OTHER_PROGRAM = re.compile(
+    r"(edge-run|edge-build|edge \w+|trtexec|tegrastats|pip\w*|systemctl|apt(-get)?|ssh|rsync|journalctl)\b[^;,()]*$"
+)
 
 
 def assert_flags_exist(line: str, parser: argparse.ArgumentParser) -> None:

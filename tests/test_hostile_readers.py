@@ -128,6 +128,19 @@ def test_the_live_tegrastats_reader_survives_a_line_with_an_impossible_date(base
     assert len(samples) >= 3, f"the reader thread stopped after the bad line: {len(samples)} samples{o}"
 
 
+def test_a_run_shorter_than_one_telemetry_period_still_ends_with_a_summary(base: Path, tmp_path: Path) -> None:
+    """Found by the property tests' set-up: a run that got one telemetry sample (real Orin lines replayed, a 5 s
+    period) ended with `unsupported format string passed to NoneType.__format__` after writing its results."""
+    log = tmp_path / "t.log"
+    log.write_text(L5 + "\n")
+    o = edge_run(
+        "-c", base, "-q", "--frames", 3, "--results", tmp_path / "r.jsonl", "--summary-json", tmp_path / "s.json",
+        "--telemetry", "replay", "--set", f"telemetry.replay_path={log}", "--set", "telemetry.interval_s=5",
+    )  # fmt: skip
+    assert_clean(o, codes=(0,))
+    strict_json_loads((tmp_path / "s.json").read_text())
+
+
 NOT_TEGRASTATS = {
     "yaml": b"model:\n  asset: blazeface-back-256\nsource:\n  uri: asset://megamind\n" * 20,
     "binary": bytes(range(256)) * 64,
