@@ -6,7 +6,16 @@ version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
 # What the test suite imports beyond the runtime extras.
-TEST_REQUIRES = ["pytest", "hypothesis", "onnx", "matplotlib", "jetson-stats", "nvidia-ml-py", "ansible-core", "tensorrt-rtx-cu13==1.7.1.116"]
+TEST_REQUIRES = [
+    "pytest",
+    "hypothesis",
+    "onnx",
+    "matplotlib",
+    "jetson-stats",
+    "nvidia-ml-py",
+    "ansible-core",
+    "tensorrt-rtx-cu13==1.7.1.116",
+]
 
 setup(
     name="edge",

@@ -126,7 +126,10 @@ _CLIENT_HINTS = {
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("EDGE_CACHE") or Path.home() / ".cache" / "edge")
+    path = Path(os.environ.get("EDGE_CACHE") or Path.home() / ".cache" / "edge")
+    if path.exists() and not path.is_dir():
+        raise EdgeError(f"EDGE_CACHE {path}: is a file, not a folder; point EDGE_CACHE at a folder (or unset it)")
+    return path
 
 
 def asset_path(asset: Asset) -> Path:

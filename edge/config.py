@@ -171,7 +171,7 @@ def load_config(
     ``flags`` maps a key to the flag that set it ({"pipeline.duration_s": "--duration"}): an error about that key
     then names the flag, not the file.
     """
-    with flag_errors(flags, values):
+    with flag_errors(*given_by_flags(flags, overrides, values)):
         cfg, origin = load_dataclass(RunConfig, path, overrides, values)
         cfg.flags = {k: f for k, f in (flags or {}).items() if k in (values or {})}
         _check(cfg, origin)
@@ -181,6 +181,18 @@ def load_config(
 def key_error(origin: str, key: str, detail: str) -> ConfigError:
     """The error for one key: ``origin: key 'a.b': detail`` (renamed to the flag's name where a flag set it)."""
     return ConfigError(f"{origin}: key '{key}': {detail}", key=key, detail=detail)
+
+
+def given_by_flags(
+    flags: dict[str, str] | None, overrides: list[str] | None, values: dict[str, Any] | None
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """(key -> flag, key -> value as given) for the keys set on the command line, ``--set`` included."""
+    names, given = dict(flags or {}), dict(values or {})
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if sep and key.strip():
+            names[key.strip()], given[key.strip()] = f"--set {key.strip()}", raw
+    return names, given
 
 
 @contextlib.contextmanager
@@ -399,6 +411,14 @@ def check_input(i: InputConfig, origin: str) -> None:
         raise _bad(origin, "input.std", "non-zero numbers", i.std)
     if not 0 <= i.pad_value <= 255:
         raise _bad(origin, "input.pad_value", "an integer 0..255", i.pad_value)
+    if i.size is not None and max(i.size) > 16384:
+        raise _bad(origin, "input.size", "at most 16384 pixels a side", i.size)
+    # (pixel * scale + offset - mean) / std over the pixel range must stay a finite float32 (scale 1e38 made NaNs).
+    for pixel in (0.0, 255.0):
+        for mean, std in zip(i.mean * (3 // len(i.mean)), i.std * (3 // len(i.std))):
+            value = (pixel * i.scale + i.offset - mean) / std
+            if not math.isfinite(value) or abs(value) > 3.0e38:
+                raise _bad(origin, "input.scale", "a normalisation that keeps pixels finite (e.g. 1/255)", i.scale)
 
 
 def _check(cfg: RunConfig, origin: str) -> None:
@@ -434,7 +454,7 @@ def _check(cfg: RunConfig, origin: str) -> None:
             raise bad(f"task.{key}", "a number between 0 and 1", getattr(t, key))
     if t.top_k < 1 or t.max_detections < 1:
         raise bad("task.top_k" if t.top_k < 1 else "task.max_detections", "a positive integer", min(t.top_k, t.max_detections))
-    if any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
+    if not t.anchor_grids or any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
         raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
         raise key_error(origin, "task.labels", f"file not found: {cfg.resolve_path(t.labels)}")

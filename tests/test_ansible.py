@@ -128,7 +128,8 @@ def test_playbook_deploys_each_group_its_own_engine_then_refuses_corrupt_and_gro
     assert run.returncode != 0
     assert live(tmp_path / "cam-a") == orin2.read_bytes()
     assert live(tmp_path / "cam-b") == xavier  # the old engine still runs
-    assert "verify failed (exit 12)" in run.stdout and "does not match model.engine.json" in run.stdout
+    # Refused by the same local checks as `edge deploy`, before anything is copied to the device.
+    assert "does not match model.engine.json" in run.stdout and "checked here, before uploading" in run.stdout
     assert "cam-c needs edge_device and edge_jetpack" in run.stdout
     assert not (tmp_path / "cam-c").exists()
 

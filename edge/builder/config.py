@@ -16,6 +16,7 @@ from edge.config import (
     check_input,
     check_onnx_source,
     flag_errors,
+    given_by_flags,
     key_error,
     load_dataclass,
 )
@@ -72,7 +73,7 @@ def load_build_config(
     values: Optional[Dict[str, Any]] = None,
     flags: Optional[Dict[str, str]] = None,
 ) -> BuildConfig:
-    with flag_errors(flags, values):
+    with flag_errors(*given_by_flags(flags, overrides, values)):
         cfg, origin = load_dataclass(BuildConfig, path, overrides, values)
         cfg.flags = {k: f for k, f in (flags or {}).items() if k in (values or {})}
         check(cfg, origin)

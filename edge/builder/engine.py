@@ -119,6 +119,8 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
         network = builder.create_network(flags)
     parser = trt.OnnxParser(network, trt_api.logger())
     if parser.parse_from_file(str(onnx_path)):
+        if network.num_layers == 0 or network.num_outputs == 0:  # some parsers accept an empty or random file
+            raise EdgeError(f"{onnx_path}: not an ONNX model (TensorRT's parser found no layers or outputs); re-export it")
         return network, parser
     errors = [parser.get_error(i) for i in range(parser.num_errors)]
     node_errors = [e for e in errors if e.node() >= 0]

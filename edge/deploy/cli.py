@@ -97,6 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds allowed for each of check, restart and health",
     )
     dev.add_argument("--keep", type=argtypes.positive_int, default=2, help="releases kept on the device, at least 2 (default: 2)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every local check (names, engine vs manifest, config) and print the plan; contact nothing "
+        "(the Ansible playbook runs this for each host first)",
+    )
 
 
 @dataclass
@@ -247,7 +253,16 @@ class Deploy:
             if proc.returncode == 127:
                 why = f"{self.plan.remote_python} not found on the target ({why}); pass --remote-python"
             raise self._fail("connect", started, f"{self.plan.host}: {why}")
-        info = json.loads(proc.stdout)
+        try:
+            info = json.loads(proc.stdout)
+            if not isinstance(info, dict) or not {"release", "staging", "python", "rsync"} <= set(info):
+                raise ValueError("not the device program's answer")
+        except ValueError:
+            raise self._fail(
+                "connect",
+                started,
+                f"{self.plan.host}: {short(self.plan.remote_python)} did not run the device program; pass a Python 3.8+ as --remote-python",
+            ) from None
         self._say("connect", "ok", started, f"python {info['python']} on {self.plan.host}, release {info['release']}")
         return info
 
@@ -322,6 +337,11 @@ class Deploy:
 
 def main(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
+    if args.dry_run:
+        print(
+            f"edge deploy: checks passed: {plan.engine.name} (sha256 {plan.sha256[:12]}…) and {plan.config.name} -> {plan.name} on {plan.host}"
+        )
+        return 0
     print(
         f"edge deploy: {plan.engine.name} (sha256 {plan.sha256[:12]}…, {plan.size / 2**20:.1f} MiB) -> {plan.name} on {plan.host}",
         file=sys.stderr,

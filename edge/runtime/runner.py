@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edge.errors import EdgeError, RunFailed
+from edge.errors import EdgeError, RunFailed, one_line
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
@@ -289,6 +289,31 @@ def _install_signal_handlers(p: Pipeline) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _trial_frame(backend: Any, spec: Any, input_name: str, post: Any) -> None:
+    """One grey frame through preprocess, infer and postprocess, as frame one of a run would go: a dtype, layout
+    or task that does not fit the model fails here, at check time, instead of on the camera."""
+    import numpy as np
+
+    frame = np.full((480, 640, 3), 114, np.uint8)
+    stage = "preprocess"
+    try:
+        tensor, transform = Preprocessor(spec)(frame)
+        stage = "infer"
+        if hasattr(backend, "submit"):
+            outputs = backend.collect(backend.submit({input_name: tensor}))
+        else:
+            outputs = backend.infer({input_name: tensor})
+        stage = "postprocess"
+        post(outputs, transform)
+    except EdgeError as exc:
+        raise EdgeError(f"the config does not fit the model: a test frame fails in {stage}: {exc}") from None
+    except Exception as exc:  # whatever the runtime raises for a wrong dtype, shape or task
+        raise EdgeError(
+            f"the config does not fit the model: a test frame fails in {stage}: {type(exc).__name__}: "
+            f"{one_line(exc, 300)}; check input.dtype, input.layout and task.type against the model"
+        ) from None
+
+
 def check(cfg: Any) -> int:
     """`edge-run --check`: open the model or engine as a run would (for TensorRT: the manifest gate, then
     deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks."""
@@ -296,7 +321,8 @@ def check(cfg: Any) -> int:
     try:
         tensor = pick_input(cfg, backend.inputs)
         spec = preprocess_spec(cfg, tensor)
-        create_postprocessor(cfg, backend.outputs, spec)
+        post = create_postprocessor(cfg, backend.outputs, spec)
+        _trial_frame(backend, spec, tensor.name, post)
         dla = getattr(backend, "dla_core", None)
         where = f"{backend.name} on {backend.device}" + (f", DLA core {dla}" if dla is not None else "")
         outputs = ", ".join(f"{t.name} {list(t.shape)}" for t in backend.outputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from edge import argtypes
 
@@ -29,18 +30,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # Imported here so `edge --help` stays instant.
+    from edge.errors import EdgeError
+    from edge.outputs import strict_json
     from edge.telemetry.sampler import probe_backends
     from edge.telemetry.status import format_status
-    from edge.telemetry.tegrastats import parse_file
+    from edge.telemetry.tegrastats import iter_file
 
     if args.action == "parse":
-        samples = parse_file(args.tegrastats, interval_s=args.interval_ms / 1000.0)
+        # Streamed: a 100 MB log prints as it is read, in constant memory (--json writes one JSON list).
+        n = 0
         if args.json:
-            print(json.dumps([s.to_dict() for s in samples], indent=2))
-        else:
-            for i, s in enumerate(samples):
+            sys.stdout.write("[")
+        for n, s in enumerate(iter_file(args.tegrastats, interval_s=args.interval_ms / 1000.0), 1):
+            if args.json:
+                sys.stdout.write(("\n" if n == 1 else ",\n") + json.dumps(strict_json(s.to_dict())))
+            else:
                 ram = f" RAM {s.ram_used_mb:.0f}/{s.ram_total_mb:.0f} MB" if s.ram_total_mb else ""
-                print(f"{i:5d} {format_status(s)}{ram}  total={s.total_rule}")
+                print(f"{n - 1:5d} {format_status(s)}{ram}  total={s.total_rule}")
+        if args.json:
+            sys.stdout.write("\n]\n" if n else "]\n")
+        if n == 0:
+            raise EdgeError(
+                f"{args.tegrastats}: no tegrastats lines (RAM ... CPU [...]); pass a file written by tegrastats --logfile"
+            )
         return 0
     for name, why_not in probe_backends(sysfs_root=args.sysfs_root).items():
         print(f"{name:11s} {'ok' if why_not is None else 'no: ' + why_not}")

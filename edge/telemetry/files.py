@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
-from edge.errors import EdgeError
+from edge.errors import EdgeError, one_line
 from edge.outputs import strict_json, write_atomic, write_json
 from edge.telemetry.sample import Sample
 
@@ -51,9 +51,19 @@ def read_jsonl(path: str | Path) -> List[Sample]:
                 if not line.strip():
                     continue
                 try:
-                    samples.append(Sample.from_dict(json.loads(line)))
-                except (ValueError, TypeError) as exc:
-                    raise EdgeError(f"{p}:{number}: not a telemetry sample ({exc}); pass a file written by edge") from None
+                    samples.append(Sample.from_dict(json.loads(line, parse_constant=_not_json)))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    raise EdgeError(
+                        f"{p}:{number}: not a telemetry sample ({one_line(exc, 200)}); pass a file written by edge"
+                    ) from None
     except FileNotFoundError:
         raise EdgeError(f"telemetry file '{p}' does not exist; check the path") from None
+    except UnicodeDecodeError:
+        raise EdgeError(f"telemetry file '{p}' is not UTF-8 text; pass a telemetry.jsonl written by edge") from None
+    except OSError as exc:
+        raise EdgeError(f"cannot read telemetry file '{p}': {exc.strerror or exc}") from None
     return samples
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")

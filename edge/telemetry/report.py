@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -37,29 +38,35 @@ def load_frames(path: Path) -> List[Dict[str, Any]]:
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = json.loads(line, parse_constant=lambda name: None)  # NaN/Infinity are not JSON: drop them
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(record, dict) and isinstance(record.get("t_done"), (int, float)):
+            if isinstance(record, dict) and _finite(record.get("t_done")):
+                if not _finite(record.get("t_capture")):
+                    record.pop("t_capture", None)
                 frames.append(record)
     return frames
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _stage_latencies(frame: Dict[str, Any]) -> Dict[str, float]:
     lat = frame.get("latency_ms")
     if isinstance(lat, dict):
-        return {str(k): float(v) for k, v in lat.items() if isinstance(v, (int, float))}
-    if isinstance(lat, (int, float)):
+        return {str(k): float(v) for k, v in lat.items() if _finite(v)}
+    if _finite(lat):
         return {"total": float(lat)}
-    if isinstance(frame.get("t_capture"), (int, float)):
+    if _finite(frame.get("t_capture")):
         return {"capture_to_done": (frame["t_done"] - frame["t_capture"]) * 1000.0}
     return {}
 
 
 def _read_json(path: Path) -> Dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None)
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -175,15 +182,15 @@ def write_report(run_dir: str | Path, frames_name: str = FRAMES_NAME, out_name: 
             "pass a run folder (or --frames NAME for another per-frame file)"
         )
     Figure = require("matplotlib.figure", "edge report plots").Figure
-    starts = [f["t_capture"] for f in frames if isinstance(f.get("t_capture"), (int, float))]
-    t0 = min(starts + [f["t_done"] for f in frames] + [s.t_mono for s in samples])
+    starts = [f["t_capture"] for f in frames if "t_capture" in f]
+    t0 = min(starts + [f["t_done"] for f in frames] + [s.t_mono for s in samples], default=0.0)  # summary.json alone
     plots = [
         _plot_fps(Figure, frames, t0, run / "report_fps.png"),
         _plot_latency(Figure, frames, t0, run / "report_latency.png"),
         _plot_power(Figure, samples, t0, run / "report_power.png"),
         _plot_gpu(Figure, samples, t0, run / "report_gpu.png"),
     ]
-    intervals = [(f["t_capture"], f["t_done"]) for f in frames if isinstance(f.get("t_capture"), (int, float))]
+    intervals = [(f["t_capture"], f["t_done"]) for f in frames if "t_capture" in f]
     sections = [f'<img src="{name}" alt="{name}">' for name in plots if name]
     if summary:
         sections.append(_table("Run summary", summary))

@@ -7,6 +7,7 @@ never mixes "not measured" with "idle".
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -43,9 +44,44 @@ class Sample:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> Sample:
-        """Build from ``to_dict()`` output; keys this version does not know are ignored (newer recordings)."""
+        """Build from ``to_dict()`` output, checking each field's type (a recording is outside input: the report and
+        the replay backend do arithmetic on it); keys this version does not know are ignored (newer recordings).
+        Raises ValueError naming the first field that is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        for key in ("t_mono", "t_wall"):
+            if not _number(values.get(key)):
+                raise ValueError(f"field '{key}' must be a finite number")
+        if not isinstance(values.get("backend"), str):
+            raise ValueError("field 'backend' must be a string")
+        for key in (
+            "total_mw",
+            "gpu_util_pct",
+            "gpu_freq_mhz",
+            "emc_util_pct",
+            "emc_freq_mhz",
+            "ram_used_mb",
+            "ram_total_mb",
+            "energy_mj",
+        ):
+            if values.get(key) is not None and not _number(values[key]):
+                raise ValueError(f"field '{key}' must be a finite number or null")
+        for key in ("power_mw", "volt_mv", "curr_ma", "temps_c"):
+            value = values.get(key, {})
+            if not isinstance(value, dict) or not all(v is None or _number(v) for v in value.values()):
+                raise ValueError(f"field '{key}' must map names to finite numbers")
+        for key in ("cpu_util_pct", "cpu_freq_mhz"):
+            value = values.get(key, [])
+            if not isinstance(value, list) or not all(v is None or _number(v) for v in value):
+                raise ValueError(f"field '{key}' must be a list of finite numbers")
+        for key in ("dla", "extras"):
+            if not isinstance(values.get(key, {}), dict):
+                raise ValueError(f"field '{key}' must be an object")
+        if values.get("total_rule") is not None and not isinstance(values["total_rule"], str):
+            raise ValueError("field 'total_rule' must be a string or null")
+        return cls(**values)
 
     def flat(self) -> Dict[str, Any]:
         """One level of keys (``power_mw.VDD_IN``, ``dla.DLA0.online``, ``cpu_util_pct.0`` ...) for CSV."""
@@ -53,6 +89,10 @@ class Sample:
         for key, value in self.to_dict().items():
             _flatten(key, value, out)
         return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _flatten(prefix: str, value: Any, out: Dict[str, Any]) -> None:

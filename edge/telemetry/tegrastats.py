@@ -45,7 +45,10 @@ _HIDDEN_TEMPS = {"PMIC"}
 def parse_line(line: str, t_mono: float = 0.0, backend: str = "tegrastats") -> Sample:
     """Parse one tegrastats line. ``t_wall`` comes from the date prefix when there is one, else it is 0."""
     date = _DATE.match(line)
-    t_wall = datetime.strptime(date.group(1), "%m-%d-%Y %H:%M:%S").timestamp() if date else 0.0
+    try:
+        t_wall = datetime.strptime(date.group(1), "%m-%d-%Y %H:%M:%S").timestamp() if date else 0.0
+    except (ValueError, OverflowError, OSError):  # 13-45-2024 25:61:00: a damaged line keeps its readings
+        t_wall = 0.0
     s = Sample(t_mono=t_mono, t_wall=t_wall, backend=backend)
     extras: Dict[str, Any] = {}
 
@@ -155,26 +158,61 @@ class LineParser:
         return s
 
 
+def looks_like_tegrastats(line: str) -> bool:
+    """Every tegrastats line since L4T 28 carries RAM and CPU; anything else is not one of its lines."""
+    return _RAM.search(line) is not None and "CPU [" in line
+
+
+# A line longer than this is not tegrastats output (real lines are a few hundred characters).
+MAX_LINE = 16 * 1024
+
+
 def parse_lines(lines: Iterable[str], interval_s: float = 1.0) -> Iterator[Sample]:
-    """Parse a recorded log; blank lines are skipped and line i gets ``t_mono = i * interval_s``."""
+    """Parse a recorded log; lines that are not tegrastats lines are skipped and line i gets ``t_mono = i * interval_s``."""
     parser = LineParser()
     i = 0
     for line in lines:
-        if line.strip():
+        if len(line) <= MAX_LINE and looks_like_tegrastats(line):
             yield parser.parse(line, t_mono=i * interval_s)
             i += 1
 
 
-def parse_file(path: str | Path, interval_s: float = 1.0) -> List[Sample]:
-    """Parse a tegrastats log file (for example from ``tegrastats --logfile``)."""
+def iter_file(path: str | Path, interval_s: float = 1.0) -> Iterator[Sample]:
+    """Stream the samples of a tegrastats log file (``tegrastats --logfile``) in constant memory."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        f = p.open(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise EdgeError(f"tegrastats log '{p}' does not exist; pass a file written by tegrastats --logfile") from None
     except OSError as exc:
         raise EdgeError(f"cannot read tegrastats log '{p}': {exc.strerror}; check the path and its permissions") from None
-    return list(parse_lines(text.splitlines(), interval_s))
+    with f:
+        try:
+            yield from parse_lines((line[: MAX_LINE + 1] for line in _bounded_lines(f)), interval_s)
+        except OSError as exc:
+            raise EdgeError(f"cannot read tegrastats log '{p}': {exc.strerror or exc}") from None
+
+
+def _bounded_lines(f: Any) -> Iterator[str]:
+    """Lines of at most MAX_LINE + 1 characters, however long the file's lines are (a file without newlines)."""
+    while True:
+        line = f.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while True:  # skip the rest of an overlong line
+                rest = f.readline(MAX_LINE)
+                if not rest or rest.endswith("\n"):
+                    break
+        yield line
+
+
+def parse_file(path: str | Path, interval_s: float = 1.0) -> List[Sample]:
+    """All samples of a tegrastats log file; EdgeError when it has none (it is not a tegrastats log)."""
+    samples = list(iter_file(path, interval_s))
+    if not samples:
+        raise EdgeError(f"'{path}' has no tegrastats lines (RAM ... CPU [...]); pass a file written by tegrastats --logfile")
+    return samples
 
 
 class TegrastatsBackend(Backend):

@@ -66,7 +66,15 @@ def load_labels(cfg: Any) -> List[str]:
         return []
     if isinstance(labels, list):
         return labels
-    return Path(cfg.resolve_path(labels)).read_text(encoding="utf-8").splitlines()
+    path = Path(cfg.resolve_path(labels))
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{cfg.name_of('task.labels')}: {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{cfg.name_of('task.labels')}: cannot read {path} ({exc.strerror or exc})") from None
 
 
 def create_postprocessor(cfg: Any, outputs: List[TensorInfo], spec: PreprocessSpec) -> Postprocessor:
