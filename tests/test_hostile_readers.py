@@ -371,6 +371,41 @@ def test_a_file_that_is_not_an_onnx_model_is_exit_2_everywhere(base: Path, tmp_p
     assert not (tmp_path / "x.engine").exists() and not (tmp_path / "x.cache").exists()
 
 
+def _external_outside(folder: Path) -> Path:
+    """tiny.onnx with its Conv weight stored as external data at ../outside.bin: a real file, outside the model's folder."""
+    import onnx
+    from onnx import external_data_helper, numpy_helper
+
+    model_dir = folder / "models"
+    model_dir.mkdir()
+    model = onnx.load(str(onnx_conv(folder / "tiny.onnx")))
+    weight = next(t for t in model.graph.initializer if t.name == "weight")
+    (folder / "outside.bin").write_bytes(numpy_helper.to_array(weight).tobytes())
+    external_data_helper.set_external_data(weight, location="../outside.bin", offset=0, length=len(weight.raw_data))
+    weight.ClearField("raw_data")
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    path = model_dir / "escape.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_onnx_external_data_outside_the_model_folder_is_refused_by_every_tool(base: Path, tmp_path: Path) -> None:
+    """Held in the review (all four tools refused it): keep it that way, as exit 2 and one line."""
+    model = _external_outside(tmp_path)
+    imgs = images(tmp_path / "imgs")
+    for argv, main, name in (
+        (["dla", model, "--target", "orin"], None, "dla"),
+        (["calib", model, "--images", imgs, "--cache", tmp_path / "x.cache"], None, "calib"),
+        (["-c", base, "--model", model, "--check"], cli.run_main, "edge-run"),
+        ([model, "-o", tmp_path / "x.engine", "--target-cc", "8.6"], cli.build_main, "edge-build"),
+    ):
+        if name == "edge-build" and not _have_trt():
+            continue
+        o = call(argv, main=main)
+        assert_refused(o, parser=command_parser(name))
+    assert not (tmp_path / "x.engine").exists() and not (tmp_path / "x.cache").exists()
+
+
 BOUNDED = {"address_space": 3 * GiB, "timeout": 60}
 
 
@@ -557,8 +592,14 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
     yield from sshd_fixture(tmp_path_factory)
 
 
+PWNED = Path("/tmp") / f"edge-hostile-pwned-{os.getpid()}"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("python", ["true", "false", "echo", "cat", "/bin/sh -c 'echo {'", "python3 -c pass"])
+@pytest.mark.parametrize(
+    "python",
+    ["true", "false", "echo", "cat", "/bin/sh -c 'echo {'", "python3 -c pass", f"python3;touch {PWNED}", f"$(touch {PWNED})"],
+)
 def test_a_remote_python_that_is_not_python_is_one_line(sshd, tmp_path: Path, python: str) -> None:
     """Review: `edge deploy --remote-python true` was a JSONDecodeError traceback."""
     engine = write_engine(tmp_path / "e", b"engine bytes")
@@ -569,6 +610,7 @@ def test_a_remote_python_that_is_not_python_is_one_line(sshd, tmp_path: Path, py
         env={"PYTHON": sys.executable},
         timeout=60,
     )
+    assert not PWNED.exists(), "a shell ran what --remote-python said"
     last = assert_failed_run(o, code=10)  # the connect step
     if python in ("true", "echo", "python3 -c pass"):  # it ran and said nothing edge understands: say which flag to fix
         assert "--remote-python" in last, o
