@@ -267,7 +267,7 @@ def test_edge_run_killed_at_each_rename_keeps_old_or_new_outputs_and_the_next_ru
 def test_edge_run_killed_at_random_moments_keeps_old_or_new_outputs(base: Path, tmp_path: Path) -> None:
     before = _good_outputs(base, tmp_path, frames=20)
     rng = random.Random(SEED)
-    for delay in sorted(rng.uniform(0.3, 4.0) for _ in range(4)):
+    for delay in sorted(rng.uniform(0.3, 4.0) for _ in range(3)):
         child = Child(
             [
                 *entry("edge-run"),
@@ -352,7 +352,7 @@ def test_edge_build_killed_at_each_rename_and_at_random_leaves_a_whole_pair(tmp_
         assert o.code < 0 or o.code == 137, f"rename {k}: the kill did not land{o}"
         seen.add(_pair_is_whole(engine))
     rng = random.Random(SEED)
-    for delay in sorted(rng.uniform(0.5, 6.0) for _ in range(3)):
+    for delay in sorted(rng.uniform(0.5, 6.0) for _ in range(2)):
         child = Child(argv)
         time.sleep(delay)
         child.signal(9)
@@ -458,7 +458,7 @@ def test_a_symlink_planted_at_the_engine_temp_is_never_followed(tmp_path: Path) 
 # -- one mode for every output -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o027])
+@pytest.mark.parametrize("umask", [0o027])  # not the usual 022: a mode fixed in the code (0644, 0600) shows
 def test_every_output_gets_the_documented_mode(base: Path, tmp_path: Path, umask: int) -> None:
     """Review: output files were 0600 in one place and 0644 in another. edge.outputs documents: what open() gives
     under the process umask (0666 & ~umask) for outputs; only files that may hold credentials are private."""

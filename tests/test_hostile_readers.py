@@ -206,11 +206,9 @@ REPORT_DAMAGE = {
     "results non-UTF-8": lambda d: _append(d / "results.jsonl", b"\xff\xfe\x00garbage\n"),
     "results Infinity": lambda d: _append(d / "results.jsonl", b'{"frame": 99, "t_done": Infinity, "t_capture": -Infinity}\n'),
     "summary not JSON": lambda d: (d / "summary.json").write_bytes(b"{\xff"),
-    "summary a list": lambda d: (d / "summary.json").write_text("[]"),
     "meta wrong types": lambda d: (d / "telemetry_meta.json").write_text('{"idle_baseline_w": "high", "interval_s": []}'),
     "empty folder": lambda d: [p.unlink() for p in d.iterdir()],
     "results empty": lambda d: (d / "results.jsonl").write_text(""),
-    "one frame": lambda d: (d / "results.jsonl").write_text((d / "results.jsonl").read_text().splitlines()[0] + "\n"),
 }
 
 
