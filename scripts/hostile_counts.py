@@ -28,10 +28,19 @@ CATEGORIES = [
     ("tracebacks", ("a Python traceback", "the guard's last resort", "bare Python exception", "Python complained at exit")),
     (
         "security",
-        ("leaked", "world-readable", "group-writable", "planted link", "got no '--'", "comes before '--'", "pwned", "accepted"),
+        (
+            "leaked",
+            "world-readable",
+            "group-writable",
+            "planted link",
+            "got no '--'",
+            "comes before '--'",
+            "pwned",
+            "program accepted",
+        ),
     ),
     ("lost files", ("changed (", "was lost", "temps", "a mixed pair", "neither the old file", "not a complete")),
-    ("blow-ups", ("peak RSS", "MB peak", "MB for a")),
+    ("blow-ups", ("MB peak", "MB for a", "grows with the log")),
 ]
 
 
@@ -65,7 +74,9 @@ def main(argv: List[str] | None = None) -> int:
         problem = case.find("failure") if case.find("failure") is not None else case.find("error")
         if problem is None:
             continue
-        message = (problem.get("message") or "") + "\n" + (problem.text or "")
+        # What the assertions said (pytest's "E " lines), not the test's source, which quotes the review's words.
+        said = [line[1:].strip() for line in (problem.text or "").splitlines() if line.startswith("E ")]
+        message = (problem.get("message") or "") + "\n" + "\n".join(said)
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
         failing.setdefault(categorise(message), []).append(name)
     print(f"cases: {cases} ({skipped} skipped), passing: {cases - skipped - sum(map(len, failing.values()))}")
