@@ -6,7 +6,9 @@ version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
 # What the test suite imports beyond the runtime extras.
+FLEET = ["paho-mqtt>=2.0", "prometheus-client>=0.17"]  # MQTT results, Prometheus metrics
 TEST_REQUIRES = [
+    *FLEET,
     "pytest",
     "hypothesis",
     "onnx",
@@ -37,6 +39,7 @@ setup(
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
+        "fleet": FLEET,
         # Checks CI runs besides the tests: lint, the import contract, the strict docs build.
         "dev": [*TEST_REQUIRES, "ruff==0.17.6", "import-linter", "mkdocs"],
     },

@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "service": ("edge.deploy.service", "install and enable the edge-camera@NAME systemd service"),
     "telemetry": ("edge.telemetry.cli", "parse tegrastats logs and probe which telemetry backends work here"),
     "report": ("edge.telemetry.report_cli", "write report.html with PNG plots for a finished run folder"),
+    "doctor": (
+        "edge.doctor",
+        "check a Jetson: JetPack, TensorRT, CUDA, a tiny engine on the GPU and each DLA, telemetry, cameras, services",
+    ),
 }
 
 

@@ -80,11 +80,45 @@ class SourceConfig:
 
 
 @dataclass
+class MqttConfig:
+    url: Optional[str] = None  # mqtt://[user:pass@]host[:port]/topic/prefix, or mqtts:// (TLS); None = off
+    ca_file: Optional[str] = None  # mqtts: CA bundle that signed the broker's certificate; None = the system's CAs
+    cert_file: Optional[str] = None  # mqtts: client certificate and key, for brokers that want one
+    key_file: Optional[str] = None
+    qos: int = 0  # 0 or 1
+    only_detections: bool = False  # publish only frames with at least one detection or class
+    queue_size: int = 1000  # messages kept while the broker is away; beyond that the oldest are dropped
+    client_id: Optional[str] = None  # None = edge-<hostname>-<pid>
+    keepalive_s: int = 30
+
+
+@dataclass
 class SinksConfig:
     results: Optional[str] = None  # JSONL, one line per frame
     video: Optional[str] = None  # annotated video file
     display: bool = False
     summary_json: Optional[str] = None
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
+
+
+@dataclass
+class MetricsConfig:
+    port: Optional[int] = None  # serve Prometheus /metrics on this port while the run lasts; None = off
+    address: str = "127.0.0.1"  # 0.0.0.0 lets a Prometheus on another host scrape it
+    textfile: Optional[str] = None  # node_exporter textfile collector: write the same series to this .prom file
+    textfile_interval_s: float = 15.0
+    # The `camera` label on every series; None = $EDGE_INSTANCE (the systemd unit sets it), else "default".
+    camera: Optional[str] = None
+
+
+@dataclass
+class ViewConfig:
+    port: Optional[int] = None  # serve the live view (annotated MJPEG plus FPS, latency, power) on this port; None = off
+    address: str = "127.0.0.1"
+    max_fps: float = 10.0  # frames encoded per second while someone watches (none while nobody does)
+    quality: int = 70  # JPEG quality 1..100
+    width: int = 960  # frames wider than this are scaled down before encoding
+    max_viewers: int = 4
 
 
 @dataclass
@@ -156,6 +190,8 @@ class RunConfig(FileConfig):
     sinks: SinksConfig = field(default_factory=SinksConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    view: ViewConfig = field(default_factory=ViewConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
@@ -485,3 +521,33 @@ def _check(cfg: RunConfig, origin: str) -> None:
         )
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)
+    check_fleet(cfg, origin)
+
+
+def check_fleet(cfg: Any, origin: str) -> None:
+    """The MQTT, metrics and live-view keys' value rules (a run and `edge service install` alike)."""
+    q, m, v = cfg.sinks.mqtt, cfg.metrics, cfg.view
+    rules = (
+        ("sinks.mqtt.qos", q.qos, q.qos in (0, 1) and not isinstance(q.qos, bool), "0 or 1"),
+        ("sinks.mqtt.queue_size", q.queue_size, q.queue_size >= 1, "a positive integer"),
+        ("sinks.mqtt.keepalive_s", q.keepalive_s, 5 <= q.keepalive_s <= 65535, "an integer 5..65535"),
+        ("metrics.textfile", m.textfile, m.textfile is None or m.textfile.endswith(".prom"), "a file name ending in .prom"),
+        ("metrics.textfile_interval_s", m.textfile_interval_s, m.textfile_interval_s > 0, "a positive number"),
+        ("view.max_fps", v.max_fps, v.max_fps > 0, "a positive number"),
+        ("view.quality", v.quality, 1 <= v.quality <= 100, "a JPEG quality 1..100"),
+        ("view.width", v.width, v.width >= 16, "a width of at least 16 pixels"),
+        ("view.max_viewers", v.max_viewers, 1 <= v.max_viewers <= 64, "an integer 1..64"),
+    )
+    for key, value, ok, expected in rules:
+        if not ok:
+            raise _bad(origin, key, expected, value)
+    ports: dict = {}
+    for key, port in (("metrics.port", m.port), ("view.port", v.port)):
+        if port is None:
+            continue
+        if not 1024 <= port <= 65535:
+            # The service runs as an unprivileged user: a port below 1024 would only fail once it starts.
+            raise _bad(origin, key, "a port 1024..65535 (below 1024 needs root), e.g. 9101 for metrics, 8090 for the view", port)
+        if port in ports:
+            raise ConfigError(f"{origin}: keys '{ports[port]}' and '{key}' are both port {port}; give each its own")
+        ports[port] = key

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from types import ModuleType
 
 from edge.errors import MissingDependency
@@ -20,6 +22,8 @@ _HINTS = {
     "jtop": "pip install jetson-stats (and sudo systemctl start jtop.service)",
     "pynvml": "pip install nvidia-ml-py",
     "matplotlib": "pip install 'edge[report]'",
+    "paho": "pip install 'edge[fleet]' (paho-mqtt 2.x)",
+    "prometheus_client": "pip install 'edge[fleet]' (prometheus-client)",
 }
 
 
@@ -34,3 +38,11 @@ def require(name: str, purpose: str = "") -> ModuleType:
         raise MissingDependency(
             f"Python module '{name}' is needed{why} but cannot be imported ({exc}); install it: {hint}"
         ) from None
+
+
+def available(name: str) -> bool:
+    """Whether ``name`` could be imported, without importing it (nor its parent package's heavy code)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ValueError, ImportError):  # in sys.modules without a spec (a stand-in), or a parent that fails to import
+        return sys.modules.get(name) is not None

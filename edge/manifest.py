@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from edge.config import short
 from edge.errors import EdgeError
 from edge.outputs import settle, strict_json, write_atomic
 
@@ -91,8 +92,55 @@ def read_manifest(engine: str | Path) -> Dict[str, Any]:
     missing = [k for k in REQUIRED if k not in data] if isinstance(data, dict) else list(REQUIRED)
     if missing:
         raise EdgeError(f"manifest '{path}': missing keys {', '.join(missing)}; rebuild the engine with edge-build")
+    check_types(data, path)
     if data["manifest_version"] > MANIFEST_VERSION:
         raise EdgeError(
             f"manifest '{path}': version {data['manifest_version']} is newer than this edge reads ({MANIFEST_VERSION}); upgrade edge"
         )
     return data
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_cc(value: Any) -> bool:
+    """A compute capability as edge-build writes it ("8.7") or as a person might ("87", 8.7, [8, 7])."""
+    if isinstance(value, (list, tuple)):
+        return len(value) == 2 and all(_is_int(v) for v in value)
+    return isinstance(value, str) or (isinstance(value, float) and value == value and abs(value) != float("inf"))
+
+
+# section.key -> (test, what it must be); None values are allowed where edge-build writes null.
+_FIELDS = (
+    ("manifest_version", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    ("engine", lambda v: isinstance(v, dict), "an object {file, sha256, size}"),
+    ("engine.sha256", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None, "64 hex digits"),
+    ("engine.size", lambda v: v is None or (_is_int(v) and v >= 0), "a byte count"),
+    ("tensorrt", lambda v: isinstance(v, dict), "an object {version, api}"),
+    ("tensorrt.version", lambda v: v is None or isinstance(v, str), "a version string such as 8.5.2.2"),
+    ("device", lambda v: isinstance(v, dict), "an object {gpu_name, compute_capability, l4t, jetpack}"),
+    ("device.compute_capability", lambda v: v is None or _is_cc(v), 'a compute capability such as "8.7"'),
+    ("device.gpu_name", lambda v: v is None or isinstance(v, str), "a string or null"),
+    ("device.l4t", lambda v: v is None or isinstance(v, str), 'a string such as "36.4.3" or null'),
+    ("device.jetpack", lambda v: v is None or isinstance(v, str), 'a string such as "6.1/6.2" or null'),
+    ("dla", lambda v: isinstance(v, dict), "an object {core, gpu_fallback}"),
+    ("dla.core", lambda v: v is None or _is_int(v), "a DLA core number or null"),
+    ("io", lambda v: isinstance(v, list) and all(isinstance(t, dict) for t in v), "a list of tensor objects"),
+)
+
+
+def check_types(data: Dict[str, Any], path: Path) -> None:
+    """Every field the run side reads has the type edge-build writes; one line naming the first that has not."""
+    for key, ok, what in _FIELDS:
+        section, _, field = key.partition(".")
+        if field and not isinstance(data.get(section), dict):
+            continue  # the section's own check has said it
+        value = data[section].get(field) if field else data.get(section)
+        if field and field not in data[section] and key != "engine.sha256":
+            continue
+        if not ok(value):
+            raise EdgeError(
+                f"manifest '{path}': key '{key}' should be {what}, got {short(value)}; the manifest was edited or damaged: "
+                "copy it again with its engine, or rebuild with edge-build"
+            )

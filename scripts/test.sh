@@ -3,13 +3,15 @@
 #   bash scripts/test.sh            # everything but the GPU tests (in .venv, made if missing)
 #   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
 # As root on Debian/Ubuntu it also installs the real servers the tests talk to on 127.0.0.1
-# (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg); elsewhere those tests skip and say why.
+# (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg, mosquitto, Prometheus, headless Chromium); elsewhere those
+# tests skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   ffmpeg python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-ugly gstreamer1.0-libav openssh-server openssh-client rsync systemd
+  mosquitto prometheus chromium fonts-dejavu-core openssl
 )
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test.sh: installing Debian packages for the loopback servers: ${APT_PACKAGES[*]}"

@@ -1,10 +1,12 @@
 """INT8 calibration without a GPU: the image batching, the runner's preprocessing, progress and the cache hooks run
-for real; TensorRT's calibrator base class (absent from TensorRT-RTX and TensorRT 11) is replaced by a stand-in
-that drives the subclass the way TensorRT's builder does, and device memory by a host buffer."""
+for real. TensorRT's calibrator base classes (absent from TensorRT-RTX and TensorRT 11) come from the stand-in of
+each release a JetPack ships (generated from its pyInt8.cpp: tests/trt_standin.py), driven the way the pybind11
+trampolines call them; device memory is a host buffer, and the primary-context upload runs on the pycuda stand-in."""
 
 from __future__ import annotations
 
 import ctypes
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,6 +17,8 @@ from edge.calib.cache import CalibrationCache, read_cache
 from edge.calib.datasets import find_images
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from tests import pycuda_standin
+from tests.trt_standin import VERSIONS, make_tensorrt
 
 cv2 = pytest.importorskip("cv2")
 
@@ -22,11 +26,9 @@ SPEC = PreprocessSpec(width=32, height=24, layout="nchw", scale=1 / 127.5, offse
 CACHE_TEXT = b"TRT-8502-EntropyCalibration2\nx: 3c010204\nconv_out: 3d8f5c29\n"
 
 
-class StandInEntropyCalibrator2:
-    """Stands in for tensorrt.IInt8EntropyCalibrator2, which only TensorRT <= 10.x on a GPU machine provides."""
-
-    def __init__(self) -> None:
-        self.constructed = True
+@pytest.fixture(params=VERSIONS)
+def trt(request):
+    return make_tensorrt(request.param)
 
 
 class HostUpload:
@@ -41,15 +43,18 @@ class HostUpload:
 
 
 def drive_like_tensorrt(calibrator, names, shape, dtype=np.float32):
-    """What TensorRT's builder does with a calibrator: the cache first, else batches until None, then write."""
+    """What TensorRT's builder does with a calibrator (pyInt8.cpp trampolines): read_calibration_cache() -> buffer
+    or None; get_batch(names) -> device pointers, cast to std::vector<size_t>, until None or empty; then
+    write_calibration_cache(memoryview)."""
     cached = calibrator.read_calibration_cache()
-    if cached:
-        return cached, []
+    if cached is not None:
+        return bytes(memoryview(cached)), []
     seen = []
     while True:
         pointers = calibrator.get_batch(names)
-        if not pointers:
+        if pointers is None or len(pointers) == 0:
             break
+        assert all(isinstance(p, int) for p in pointers)  # what the size_t cast takes
         count = int(np.prod(shape))
         buf = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(pointers[0])
         seen.append(np.frombuffer(buf, dtype).reshape(shape).copy())
@@ -105,13 +110,14 @@ def test_preprocessing_that_does_not_fit_the_input_is_an_error(images, tmp_path)
         next(feed.batches())
 
 
-def test_entropy_calibrator_wiring_with_a_stand_in_base(images, tmp_path):
-    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
+@pytest.mark.parametrize("method, algorithm", [("entropy", "ENTROPY_CALIBRATION_2"), ("minmax", "MINMAX_CALIBRATION")])
+def test_calibrator_wiring_on_each_release(trt, images, tmp_path, method, algorithm):
     messages = []
     feed = feed_for(find_images(images), tmp_path, batch=2, messages=messages)
-    calibrator = make_calibrator(trt, "entropy", feed)
-    assert isinstance(calibrator, StandInEntropyCalibrator2) and calibrator.constructed
-    assert type(calibrator).__name__ == "EdgeInt8EntropyCalibrator2" and calibrator.get_batch_size() == 2
+    calibrator = make_calibrator(trt, method, feed)
+    base = trt.IInt8EntropyCalibrator2 if method == "entropy" else trt.IInt8MinMaxCalibrator
+    assert isinstance(calibrator, base) and calibrator.get_algorithm() == getattr(trt.CalibrationAlgoType, algorithm)
+    assert calibrator.get_batch_size() == 2
     cached, seen = drive_like_tensorrt(calibrator, ["x"], (2, 3, 24, 32))
     assert cached is None and len(seen) == 3
     np.testing.assert_array_equal(seen[2], list(feed_for(find_images(images), tmp_path).batches())[2])
@@ -119,15 +125,13 @@ def test_entropy_calibrator_wiring_with_a_stand_in_base(images, tmp_path):
     assert read_cache(tmp_path / "m.cache").scales.keys() == {"x", "conv_out"}  # written atomically by edge
 
 
-def test_a_checked_cache_is_handed_over_and_no_image_is_read(tmp_path):
+def test_a_checked_cache_is_handed_over_and_no_image_is_read(trt, tmp_path):
     feed = feed_for([], tmp_path, cached=CACHE_TEXT)
-    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
     cached, seen = drive_like_tensorrt(make_calibrator(trt, "entropy", feed), ["x"], (2, 3, 24, 32))
     assert cached == CACHE_TEXT and seen == []
 
 
-def test_errors_inside_tensorrt_callbacks_are_kept_for_the_build(images, tmp_path):
-    trt = SimpleNamespace(IInt8EntropyCalibrator2=StandInEntropyCalibrator2, __name__="stand-in", __version__="0")
+def test_errors_inside_tensorrt_callbacks_are_kept_for_the_build(trt, images, tmp_path):
     feed = feed_for(find_images(images), tmp_path)
     calibrator = make_calibrator(trt, "entropy", feed)
     assert calibrator.get_batch(["x", "mask"]) is None
@@ -147,3 +151,22 @@ def test_cache_written_by_tensorrt_must_parse(tmp_path):
     assert not (tmp_path / "m.cache").exists()
     feed.write_cache(CACHE_TEXT)
     assert CalibrationCache.from_bytes((tmp_path / "m.cache").read_bytes()).header == "TRT-8502-EntropyCalibration2"
+
+
+def test_batches_go_to_the_gpu_in_the_primary_context_never_a_new_one(monkeypatch):
+    """pycuda.autoinit would make a second, non-primary context during TensorRT's build; the upload retains the
+    primary context (the one the CUDA runtime, and so TensorRT, uses) and leaves nothing current."""
+    from edge.builder.calibrator import PycudaUpload
+
+    driver = pycuda_standin.install(monkeypatch)
+    upload = PycudaUpload()
+    batch = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4)
+    pointer = upload(batch)
+    assert upload(batch + 1) == pointer  # the buffer is reused
+    np.testing.assert_array_equal(np.frombuffer(driver.memory.read(pointer, batch.nbytes), np.float32), (batch + 1).ravel())
+    allocations = [op for op in driver.log if op[0] == "mem_alloc"]
+    assert len(allocations) == 1 and allocations[0][-1] is True  # made in the primary context
+    assert driver.contexts_made == [] and "pycuda.autoinit" not in sys.modules
+    assert driver.Context.get_current() is None
+    upload.close()
+    assert ("mem_free", pointer) in driver.log

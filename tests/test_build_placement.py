@@ -1,9 +1,12 @@
-"""The placement report from builder-log lines in the shapes TensorRT 8.5/10.x print on a Jetson (written here in
-that format: no Jetson log is produced on this machine) and from an engine-inspector JSON document."""
+"""The placement report from builder logs: the DLA sections and fallback warnings in the shapes TensorRT 8.5/10.x
+print on a Jetson (written here in that format: no Jetson log is produced on this machine), real engine layer
+listings of TensorRT 8.x, 8.6 and 10.x published by NVIDIA and users (tests/fixtures/trt-logs, each with its
+source), and an engine-inspector JSON document."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from edge.builder.placement import SUBGRAPHS_PER_CORE, assemble, from_inspector, parse_log, render, transitions, write_report
 
@@ -96,3 +99,51 @@ def test_engine_inspector_json():
     assert [(x.device, x.precision) for x in layers] == [("DLA", "INT8"), ("GPU", "FP32")]
     assert transitions(layers) == 1
     assert from_inspector({"Layers": ["conv1 + relu1"]}, ["conv1 + relu1"])[0].device == "DLA"
+
+
+# -- real builder logs: NVIDIA's TensorRT cookbook (trtexec 8.6.0 and 10.14.1) and a published 8.6.1 INT8 build --------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "trt-logs"
+
+
+def real_log(name: str) -> list:
+    lines = [line for line in (FIXTURES / name).read_text().splitlines() if not line.startswith("#")]
+    return [("VERBOSE", "\n".join(lines))]
+
+
+def test_tensorrt_8_6_listing_names_tensors_and_precisions():
+    """8.6 prints `name (Half[-1,32:2,28,28])`: names, precisions and crossings come out of it, not the layer kind."""
+    facts = parse_log(real_log("trtexec-8.6.0-fp16.log"))
+    assert len(facts.layers) == 15
+    conv = facts.layers[1]
+    assert (conv.name, conv.type, conv.precision) == ("Conv-1 + ReLU-2", "CaskConvolution", "FP16")
+    assert conv.inputs == ["Reformatted Input Tensor 0 to Conv-1 + ReLU-2"] and conv.outputs == ["tensor-2"]
+    assert facts.layers[0].inputs == ["tensor-0"] and facts.layers[0].precision == "FP16"  # its output is Half
+    topk = facts.layers[13]
+    assert topk.outputs == ["(Unnamed Layer* 28) [TopK]_output_1", "(Unnamed Layer* 28) [TopK]_output_2"]
+    assert topk.precision == "FP32"
+    assert facts.layers[14].precision == "INT32"
+    assert transitions(facts.layers) == 0  # a GPU-only build: names known, nothing crosses
+    assert {x.precision for x in facts.layers} == {"FP16", "FP32", "INT32"}
+
+
+def test_tensorrt_10_listing_with_constants_and_parenthesised_names():
+    facts = parse_log(real_log("trtexec-10.14.1-fp16.log"))
+    assert len(facts.layers) == 16
+    constant = facts.layers[8]
+    assert (constant.type, constant.inputs, constant.outputs) == ("Constant", [], ["(Unnamed Layer* 10) [Shuffle]_output"])
+    pointwise = facts.layers[9]
+    assert pointwise.inputs == ["(Unnamed Layer* 8) [Matrix Multiply]_output", "(Unnamed Layer* 10) [Shuffle]_output"]
+    assert facts.layers[15].inputs == ["(Unnamed Layer* 22) [TopK]_output (1)"] and facts.layers[15].precision == "INT64"
+
+
+def test_vectorised_int8_tensors_of_tensorrt_8_6():
+    layer = parse_log(real_log("trt-8.6.1-int8-vectorised.log")).layers[0]
+    assert layer.precision == "INT8" and layer.inputs == ["/model/img_backbone/layer1/layer1.1/relu1/Relu_output_0"]
+
+
+def test_the_form_before_8_6_still_parses():
+    facts = parse_log(real_log("trt-8.x-before-8.6.log"))
+    assert len(facts.layers) == 11 and {x.precision for x in facts.layers} == {"FP32"}
+    assert facts.layers[-1].outputs == ["(Unnamed Layer* 13) [TopK]_output_1", "(Unnamed Layer* 13) [TopK]_output_2"]
+    assert transitions(facts.layers) == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge.calib.cache import CalibrationCache, read_cache, version_tag, write_cache
 from edge.errors import EdgeError
@@ -42,3 +44,46 @@ def test_problems_name_version_algorithm_and_missing_tensors():
 def test_damaged_caches_are_reported(data, message):
     with pytest.raises(EdgeError, match=message):
         CalibrationCache.from_bytes(data)
+
+
+def test_unpadded_hex_as_nvidia_tao_writes_it():
+    """TAO writes hex(struct.unpack("i", struct.pack("f", scale))[0])[2:] (nvidia_tao_deploy/engine/builder.py,
+    calibration_cache_from_dict): no leading zeros. 0x00800000 is the smallest normal float32, 2**-126."""
+    cache = CalibrationCache.from_bytes(b"TRT-8502-EntropyCalibration2\ntiny: 800000\ninput_1: 3c010204\n")
+    assert cache.scales["tiny"] == 2.0**-126
+    assert cache.scales["input_1"] == struct.unpack(">f", bytes.fromhex("3c010204"))[0]
+
+
+@pytest.mark.parametrize(
+    "bits, what",
+    [("0", "0.0"), ("00000000", "0.0"), ("80000000", "-0.0"), ("bf800000", "-1.0"), ("7f800000", "inf"), ("7fc00000", "nan")],
+)
+def test_non_positive_and_non_finite_scales_are_refused_naming_the_tensor(bits, what):
+    with pytest.raises(EdgeError, match=rf"line 3: tensor 'conv1' has scale {what} \({bits}\); a scale must be positive") as e:
+        CalibrationCache.from_bytes(f"TRT-8502-EntropyCalibration2\ninput: 3c010204\nconv1: {bits}\n".encode())
+    assert "\n" not in str(e.value)
+
+
+def test_the_writer_never_writes_a_scale_that_is_not_positive_and_finite(tmp_path):
+    cache = CalibrationCache(8602, "EntropyCalibration2", {"x": 0.5, "pad": 0.0, "neg": -1.0, "nan": float("nan"), "big": 1e39})
+    assert cache.unwritable() == ["pad", "neg", "nan", "big"]  # 1e39 overflows float32
+    write_cache(tmp_path / "m.cache", cache)
+    assert (tmp_path / "m.cache").read_text() == "TRT-8602-EntropyCalibration2\nx: 3f000000\n"
+    assert read_cache(tmp_path / "m.cache").scales == {"x": 0.5}
+
+
+@given(st.floats(min_value=2.0**-126, max_value=2.0**127, allow_nan=False, width=32))
+def test_positive_float32_scales_round_trip_exactly(scale):
+    cache = CalibrationCache(100300, "EntropyCalibration2", {"t": scale})
+    assert CalibrationCache.from_bytes(cache.to_bytes()).scales == {"t": scale}
+
+
+@given(st.binary(max_size=200) | st.text(max_size=200).map(lambda t: ("TRT-8502-EntropyCalibration2\n" + t).encode("utf-8")))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_are_a_cache_or_one_line_error(data):
+    try:
+        cache = CalibrationCache.from_bytes(data)
+    except EdgeError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
+    else:
+        assert all(s > 0 and s == s and s != float("inf") for s in cache.scales.values())

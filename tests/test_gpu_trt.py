@@ -195,6 +195,7 @@ class _BindingsMixin:
 
     def set_tensor_address(self, name, ptr):
         self.addresses[name] = ptr
+        return True  # pyCore.cpp: set_tensor_address returns bool in 8.5.2, 8.6.1 and 10.3.0
 
 
 class SpinStandInContext(_BindingsMixin):
@@ -395,3 +396,117 @@ def test_gpu_preprocess_refuses_an_engine_input_of_another_type(cuda_ctx, tmp_pa
             backend.use_gpu_preprocess(PreprocessSpec(256, 256, layout="nhwc"), "x")
     finally:
         backend.close()
+
+
+# -- issue 12: tap-table ordering across streams, one profile per buffer set, the calibrator's context ----------------
+
+
+def test_tap_tables_are_ready_before_another_streams_first_launch(cuda_ctx, megamind_frames):
+    """The tables of a new frame size are uploaded on stream A behind a long spin kernel; a frame of the same size
+    enqueued at once on stream B must wait for that upload (the event) or it reads unwritten tables."""
+    cupy = pytest.importorskip("cupy", reason="the spin kernel that delays stream A is launched with CuPy")
+    from edge.runtime.cuda.memory import HostDeviceBuffer, driver
+    from edge.runtime.cuda.preprocess import GpuPreprocessor
+
+    spec = SPECS["nchw [0,1] fp32 stretch"]
+    frame = megamind_frames[125]
+    want = Preprocessor(spec)(frame)[0]
+    cuda = driver()
+    pre = GpuPreprocessor(spec, cuda_ctx)
+    spin = cupy.RawKernel(
+        'extern "C" __global__ void spin(long long c) { long long t = clock64(); while (clock64() - t < c) {} }', "spin"
+    )
+    with cuda_ctx.active():
+        a, b = cuda.Stream(), cuda.Stream()
+        out_a, out_b = (HostDeviceBuffer(spec.input_shape, np.float32) for _ in range(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with cupy.cuda.ExternalStream(a.handle):
+                spin((1,), (1,), (np.int64(200_000_000),))  # ~0.1 s of GPU time before A's uploads
+        staging_a = pre.enqueue(frame, None, out_a.ptr, a)
+        staging_b = pre.enqueue(frame, None, out_b.ptr, b)
+        out_b.download(b)
+        out_a.download(a)
+        a.synchronize()
+        b.synchronize()
+        try:
+            np.testing.assert_allclose(out_b.host, want, atol=1 / 255 + 1e-6)
+            np.testing.assert_allclose(out_a.host, want, atol=1 / 255 + 1e-6)
+        finally:
+            for buf in (out_a, out_b, staging_a, staging_b):
+                buf.free()
+            pre.free()
+
+
+class _PycudaMemory:
+    """Device memory for the generated TensorRT stand-in's execute_async_v3, on the real GPU."""
+
+    def read(self, ptr, nbytes):
+        from edge.runtime.cuda.memory import driver
+
+        cuda = driver()
+        cuda.Context.synchronize()  # the upload on the frame's stream is done
+        out = np.empty(nbytes, np.uint8)
+        cuda.memcpy_dtoh(out, ptr)
+        return out.tobytes()
+
+    def write(self, ptr, data, stream=None):
+        from edge.runtime.cuda.memory import driver
+
+        driver().memcpy_htod(ptr, np.frombuffer(data, np.uint8))
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "8.6.1", "10.3.0"])
+def test_two_buffer_sets_on_a_dynamic_engine_select_their_profiles_on_real_streams(cuda_ctx, tmp_path, monkeypatch, version):
+    """The generated stand-in of each TensorRT release (its context/profile rules) over real pycuda streams: each
+    buffer set selects its own profile on its own stream, and frames on both sets come back right."""
+    import sys
+
+    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from tests.trt_standin import EnginePlan, Machine, make_tensorrt
+
+    shape = (1, 3, 64, 64)
+    machine = Machine(dla_cores=0, memory=_PycudaMemory())
+    trt = make_tensorrt(version, machine, lean=True)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    plan = EnginePlan(
+        version,
+        {"x": (True, "FLOAT", (-1, 3, -1, -1)), "y": (False, "FLOAT", (-1, 1, -1, -1))},
+        [{"x": (shape, shape, shape)} for _ in range(2)],
+        outputs=lambda s: {"y": (s["x"][0], 1, s["x"][2], s["x"][3])},
+        run=lambda feeds: {"y": feeds["x"][:, :1] * 2.0},
+    )
+    engine = _engine_with_manifest(tmp_path, machine.register(plan), trt.__version__, cuda_ctx.compute_capability)
+    backend = TensorRTBackend(str(engine), trt=trt, buffer_sets=2)
+    try:
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        jobs = [backend.submit({"x": x + k}) for k in range(6)]
+        for k, job in enumerate(jobs):
+            np.testing.assert_allclose(backend.collect(job)["y"], (x + k)[:, :1] * 2.0, rtol=1e-6)
+        picked = [c for c in machine.calls if c[0] == "set_optimization_profile_async"]
+        assert sorted(c[2] for c in picked) == [0, 1]
+        assert sorted(c[3] for c in picked) == sorted(s.stream.handle for s in backend._slots)
+        assert not [c for c in machine.calls if c[0] == "error"]
+    finally:
+        backend.close()
+
+
+def test_calibration_batches_go_to_the_primary_context(cuda_ctx):
+    """No pycuda.autoinit: the batch lands in the primary context TensorRT uses, and no context is left current."""
+    import sys
+
+    from edge.builder.calibrator import PycudaUpload
+    from edge.runtime.cuda.memory import driver
+
+    cuda = driver()
+    batch = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    upload = PycudaUpload()
+    try:
+        pointer = upload(batch)
+        assert cuda.Context.get_current() is None and "pycuda.autoinit" not in sys.modules
+        back = np.empty_like(batch)
+        with cuda_ctx.active():  # the runtime's own handle on the primary context
+            cuda.memcpy_dtoh(back, pointer)
+        np.testing.assert_array_equal(back, batch)
+    finally:
+        upload.close()

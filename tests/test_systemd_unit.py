@@ -9,6 +9,8 @@ environment's edge-run (or, when edge is not pip-installed here, at a two-line s
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,11 +68,7 @@ def test_unit_declares_notify_watchdog_restart_limits_user_and_hardening() -> No
         assert d[key] == [value], key
     assert d["StateDirectory"] == ["edge-camera/%i"] and d["LogsDirectory"] == ["edge-camera/%i"]
     assert d["DevicePolicy"] == ["closed"]
-    assert d["DeviceAllow"] == [
-        "char-video4linux rw",
-        "char-nvhost* rw",
-        "/dev/nvmap rw",
-    ]  # /dev/video*, /dev/nvhost*, /dev/nvmap
+    assert all(rule.endswith(" rw") for rule in d["DeviceAllow"])
     assert d["StandardOutput"] == ["journal"] and d["StandardError"] == ["journal"]
 
 
@@ -153,3 +151,110 @@ def test_install_does_not_overwrite_a_config_that_edge_deploy_manages(tmp_path: 
     link.symlink_to("../../opt/edge/front/current/config.yaml")
     run = edge("service", "install", "front", "--config", str(config), "--root", str(root), "--edge-run", "/usr/bin/edge-run")
     assert run.returncode == 2 and "managed by `edge deploy`" in run.stderr, run.stderr
+
+
+# -- device rules against NVIDIA's own device lists --------------------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "jetson"
+# What the service does not need from NVIDIA's container lists: the display, hardware codecs, PVA, a second GPU.
+NOT_NEEDED = re.compile(
+    r"^/dev/(fb\d|tegra_dc_.*|nvidia-modeset|nvidia1|dri/card\*|v4l2-nv(dec|enc)|nvhost-(msenc|nvdec\d?|nvenc\d?|nvjpg\d?|ofa|pva\d|ctrl-pva\d))$"
+)
+# Linux device groups (/proc/devices) of the nodes matched by char-NAME rules (kernel Documentation/admin-guide/devices.txt).
+GROUPS = {"/dev/dri/renderD*": "drm", "/dev/video*": "video4linux"}
+
+
+def nvidia_devices(name: str) -> List[str]:
+    lines = (FIXTURES / name).read_text().splitlines()
+    return [line.split(",", 1)[1].strip() for line in lines if line.startswith("dev,")]
+
+
+def allowed(rules: List[str], node: str) -> bool:
+    paths = {r.split()[0] for r in rules if r.startswith("/dev/")}
+    groups = {r.split()[0][len("char-") :] for r in rules if r.startswith("char-")}
+    return node in paths or GROUPS.get(node) in groups
+
+
+@pytest.mark.parametrize("listing", ["container-devices-jp5.csv", "container-devices-jp6.csv"])
+def test_the_unit_allows_every_compute_device_nvidia_gives_a_cuda_container(listing):
+    """The nodes NVIDIA's container runtime gives a container on JetPack 5 and 6, minus display, codecs and PVA.
+    The old rule char-nvhost* matched none of the GPU nodes (nvgpu registers them under the GPU's device name)."""
+    rules = directives(UNIT.read_text())["DeviceAllow"]
+    needed = [n for n in nvidia_devices(listing) if not NOT_NEEDED.match(n)]
+    assert needed and [n for n in needed if not allowed(rules, n)] == []
+    assert allowed(rules, "/dev/video*")  # cameras
+
+
+def test_the_unit_allows_nothing_nvidia_does_not_list():
+    rules = directives(UNIT.read_text())["DeviceAllow"]
+    listed = set(nvidia_devices("container-devices-jp5.csv")) | set(nvidia_devices("container-devices-jp6.csv"))
+    for rule in rules:
+        node = rule.split()[0]
+        assert node in listed or node in ("char-video4linux", "char-drm"), node
+
+
+# -- edge service check ------------------------------------------------------------------------------------------
+
+
+def installed(tmp_path: Path, config: Path) -> Path:
+    root = tmp_path / "root"
+    run = edge("service", "install", "front", "--config", str(config), "--root", str(root), "--edge-run", edge_run_path(tmp_path))
+    assert run.returncode == 0, run.stderr
+    return root
+
+
+def test_check_runs_the_units_own_edge_run_in_its_sandbox(tmp_path: Path, config: Path) -> None:
+    root = installed(tmp_path, config)
+    run = edge("service", "check", "front", "--root", str(root), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    argv = shlex.split(run.stdout)
+    assert argv[:3] == ["systemd-run", "--wait", "--pipe"]
+    props = [argv[i + 1] for i, a in enumerate(argv) if a == "-p"]
+    d = directives((root / "etc/systemd/system/edge-camera@.service").read_text())
+    for key in ("User", "Group", "SupplementaryGroups", "DevicePolicy", "ProtectSystem", "NoNewPrivileges", "PrivateTmp"):
+        assert f"{key}={d[key][0]}" in props
+    assert [p for p in props if p.startswith("DeviceAllow=")] == [f"DeviceAllow={r}" for r in d["DeviceAllow"]]
+    assert "StateDirectory=edge-camera/front" in props  # %i is the instance
+    assert "Environment=CUDA_CACHE_PATH=/var/lib/edge-camera/front/cuda-cache" in props  # %S is /var/lib
+    assert not [p for p in props if p.split("=")[0] in ("Type", "Restart", "WatchdogSec", "ExecStart", "KillMode")]
+    tail = argv[argv.index("--") + 1 :]
+    assert tail == [edge_run_path(tmp_path), "--config", "/etc/edge/front.yaml", "--check"]
+
+
+def test_the_check_properties_pass_systemd_analyze_verify(tmp_path: Path, config: Path) -> None:
+    """systemd-run cannot run here (no systemd as PID 1), so its properties are checked by systemd's own parser as
+    the directives of an equivalent service unit."""
+    analyze = shutil.which("systemd-analyze")
+    require_or_skip(analyze is not None, "systemd-analyze is not installed (apt-get install -y systemd)")
+    from edge.deploy.service import check_command
+
+    root = installed(tmp_path, config)
+    argv = check_command((root / "etc/systemd/system/edge-camera@.service").read_text(), "front", 60)
+    props = [argv[i + 1] for i, a in enumerate(argv) if a == "-p"]
+    unit = tmp_path / "verify" / "edge-camera-check-front.service"
+    unit.parent.mkdir()
+    body = "\n".join(props)
+    unit.write_text(f"[Service]\nType=exec\nExecStart={shlex.join(argv[argv.index('--') + 1 :])}\n{body}\n")
+    check = subprocess.run([str(analyze), "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    ours = [line for line in (check.stdout + check.stderr).splitlines() if "edge-camera-check" in line]
+    assert check.returncode == 0 and not ours, check.stdout + check.stderr
+
+
+def test_check_without_a_running_systemd_is_one_line_exit_1(tmp_path: Path) -> None:
+    """The real systemd-run, on a machine where systemd is not PID 1."""
+    from edge.deploy.service import run_check
+    from edge.errors import RunFailed
+
+    require_or_skip(shutil.which("systemd-run") is not None, "systemd-run is not installed (apt-get install -y systemd)")
+    if Path("/run/systemd/system").is_dir():
+        pytest.skip("systemd runs here: the check would really start a unit")
+    with pytest.raises(RunFailed, match="systemd-run cannot reach systemd here") as info:
+        run_check(["systemd-run", "--wait", "--pipe", "--", "/bin/true"], "front", 10)
+    assert "\n" not in str(info.value)
+
+
+def test_check_refuses_what_is_not_installed(tmp_path: Path) -> None:
+    run = edge("service", "check", "front", "--root", str(tmp_path), "--dry-run")
+    assert run.returncode == 2 and "not installed; run `edge service install front" in run.stderr
+    run = edge("service", "check", "front cam", "--dry-run")
+    assert run.returncode == 2 and "NAME 'front cam'" in run.stderr and "Traceback" not in run.stderr

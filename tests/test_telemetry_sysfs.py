@@ -1,8 +1,14 @@
-"""The real sysfs backend over fake trees built here: an AGX Orin (JetPack 5+ hwmon) and a Nano (JetPack 4 iio)."""
+"""The real sysfs backend over fake trees built here: an AGX Orin (JetPack 5+ hwmon) and a Nano (JetPack 4 iio).
+
+The trees are fake (no Jetson here) but their names are not ours: the GPU devfreq node and its device-tree name come
+from jetson-stats (``jtop/core/gpu.py``: gv11b, gp10b, ga10b, gb10b, gpu; ``/sys/devices/17000000.ga10b`` in its
+nvpmodel test data), the DLA devices and their host1x parents from NVIDIA's ``jetson_clocks`` (host1x_get_node:
+``platform/13e10000.host1x`` on T194, ``platform/13e40000.host1x`` on T234, ``platform/bus@0/13e00000.host1x``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -32,7 +38,10 @@ def _hwmon(root, device, number, channels):
     return root / hw
 
 
-def agx_orin_tree(root, first_hwmon=1):
+T234_JP5 = "devices/platform/13e40000.host1x"
+
+
+def agx_orin_tree(root, first_hwmon=1, host1x=T234_JP5):
     # A non-INA hwmon that must be ignored even though it sorts first.
     _write(root, "class/hwmon/hwmon0/name", "cpu_thermal")
     _write(root, "class/hwmon/hwmon0/in1_label", "VDD_IN")
@@ -44,16 +53,16 @@ def agx_orin_tree(root, first_hwmon=1):
     )
     _hwmon(root, "1-0041", first_hwmon + 1, {1: ("NC", 0, 0), 2: ("VDDQ_VDD2_1V8AO", 5000, 100), 3: ("NC", 0, 0)})
     _write(root, "devices/platform/gpu.0/load", 437)
-    _write(root, "class/devfreq/17000000.ga10b/device/of_node/name", "gpu")
+    _write(root, "class/devfreq/17000000.ga10b/device/of_node/name", "ga10b")
     _write(root, "class/devfreq/17000000.ga10b/cur_freq", 918000000)
     _write(root, "class/devfreq/3d00000.host1x/device/of_node/name", "host1x")
     _write(root, "class/devfreq/3d00000.host1x/cur_freq", 1)
     for i, (kind, milli) in enumerate([("cpu-thermal", 48500), ("gpu-thermal", 47250), ("cv0-thermal", -256000)]):
         _write(root, f"devices/virtual/thermal/thermal_zone{i}/type", kind)
         _write(root, f"devices/virtual/thermal/thermal_zone{i}/temp", milli)
-    _write(root, "devices/platform/host1x/15880000.nvdla0/power/runtime_status", "active")
-    _write(root, "devices/platform/host1x/15880000.nvdla0/power/runtime_active_time", 1000)
-    _write(root, "devices/platform/host1x/158c0000.nvdla1/power/runtime_status", "suspended")
+    _write(root, f"{host1x}/15880000.nvdla0/power/runtime_status", "active")
+    _write(root, f"{host1x}/15880000.nvdla0/power/runtime_active_time", 1000)
+    _write(root, f"{host1x}/158c0000.nvdla1/power/runtime_status", "suspended")
     return a
 
 
@@ -79,7 +88,7 @@ def test_hwmon_number_does_not_matter_and_files_are_reread(tmp_path):
     assert backend.read().power_mw["VDD_GPU_SOC"] == 6000.0
     (hw / "curr1_input").write_text("2400\n")  # load rises
     (tmp_path / "devices/platform/gpu.0/load").write_text("1000\n")
-    active = tmp_path / "devices/platform/host1x/15880000.nvdla0/power/runtime_active_time"
+    active = tmp_path / T234_JP5 / "15880000.nvdla0/power/runtime_active_time"
     active.write_text("1010\n")
     s = backend.read()
     assert s.power_mw["VDD_GPU_SOC"] == 12000.0 and s.total_mw == 17500.0
@@ -135,3 +144,35 @@ def test_no_power_monitor_is_unavailable_with_reason(tmp_path):
     _write(tmp_path, "class/hwmon/hwmon0/name", "coretemp")
     with pytest.raises(TelemetryUnavailable, match="no INA3221 power monitor"):
         SysfsBackend(tmp_path).open()
+
+
+@pytest.mark.parametrize(
+    "node, of_name, mhz",
+    [("17000000.ga10b", "ga10b", 918.0), ("17000000.gv11b", "gv11b", 1377.0), ("17000000.gp10b", "gp10b", 1300.5)],
+)
+def test_gpu_clock_from_the_devfreq_node_named_after_the_gpu(tmp_path, node, of_name, mhz):
+    """Orin, Xavier and TX2 name their GPU's device-tree node ga10b, gv11b, gp10b; none is called "gpu"."""
+    agx_orin_tree(tmp_path)
+    for f in (tmp_path / "class/devfreq").glob("17000000.*"):
+        shutil.rmtree(f)
+    (tmp_path / "devices/platform/gpu.0/load").unlink()
+    _write(tmp_path, f"class/devfreq/{node}/device/of_node/name", of_name + "\x00")  # device-tree strings end in NUL
+    _write(tmp_path, f"class/devfreq/{node}/cur_freq", int(mhz * 1e6))
+    _write(tmp_path, f"class/devfreq/{node}/device/load", 512)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    s = backend.read()
+    assert (s.gpu_freq_mhz, s.gpu_util_pct) == (mhz, 51.2)
+    assert backend.meta()["gpu_freq"].endswith(f"{node}/cur_freq")
+
+
+@pytest.mark.parametrize(
+    "host1x",
+    ["devices/platform/13e10000.host1x", "devices/platform/13e40000.host1x", "devices/platform/bus@0/13e00000.host1x"],
+)
+def test_dla_state_under_each_host1x_node_jetson_clocks_knows(tmp_path, host1x):
+    agx_orin_tree(tmp_path, host1x=host1x)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    s = backend.read()
+    assert s.dla["DLA0"]["online"] is True and s.dla["DLA1"]["online"] is False

@@ -231,3 +231,35 @@ def test_replay_of_a_tegrastats_log(tmp_path):
     got = [backend.read() for _ in range(7)]
     assert [s.total_mw for s in got[:6]] == [7632, 2746, 2980, 12479, 4824, 5297] and got[6] is None
     assert got[0].backend == "replay:tegrastats" and got[5].extras["t_recorded"] == 5.0
+
+
+# Verbatim from an AGX Orin on L4T R36.4.4 (JetPack 6.2), in the tests of github.com/lesomnus/tegra-exporter
+# (receiver/tegrastatsreceiver): active engines print as NAME X%@MHz.
+L8_AGX_ORIN_R36_4_4 = "05-09-2026 18:42:06 RAM 18207/62841MB (lfb 466x4MB) SWAP 86/31420MB (cached 0MB) CPU [14%@2188,5%@2112,8%@2035,14%@2201,46%@1267,47%@1267,2%@1267,10%@1267,4%@1036,5%@1036,6%@1036,10%@1036] EMC_FREQ 3%@2133 GR3D_FREQ 0%@[0,0] NVENC 79%@166 NVDEC off NVJPG off NVJPG1 off VIC 36%@115 OFA off NVDLA0 off NVDLA1 off PVA0_FREQ off APE 174 cpu@52.562C soc2@48.437C soc0@49.093C tj@52.562C soc1@49.656C VDD_GPU_SOC 2412mW/2412mW VDD_CPU_CV 1607mW/1607mW VIN_SYS_5V0 4707mW/4707mW"
+# Verbatim from an AGX Orin on JetPack 7.2 (L4T R39.2), jetson-stats' jtop/tests/test_06_tegra_parse.py.
+L9_AGX_ORIN_JP7 = "07-25-2026 09:08:28 RAM 20642/62817MB (lfb 1x2MB) CPU [23%@2201,10%@2201,4%@2201,14%@2201,30%@2201,18%@2201,10%@2201,10%@2201,33%@2201,7%@2201,5%@2201,27%@2201] EMC_FREQ 3%@3199 GR3D_FREQ 12%@[1300,1300] NVENC0 off NVDEC0 off NVJPG0 off NVJPG1 off VIC off OFA off NVDLA0 off NVDLA1 off PVA0_FREQ off APE 174 cpu@52.968C/52.968C soc2@48.406C/48.406C soc0@49.531C/49.531C gpu@47.625C/47.625C VDD_GPU_SOC 5139mW/5139mW/5139mW VDD_CPU_CV 3268mW/3268mW/3268mW VIN_SYS_5V0 5500mW/5500mW/5500mW"
+
+
+def test_r36_4_active_engines_as_load_at_clock():
+    """tegra-exporter's own expectations for this line: VIC 36 % at 115 MHz, NVENC 79 % at 166 MHz, APE 174."""
+    s = parse_line(L8_AGX_ORIN_R36_4_4)
+    assert s.extras["engines_mhz"]["VIC"] == 115 and s.extras["engines_mhz"]["NVENC"] == 166
+    assert s.extras["engines_mhz"]["APE"] == 174 and s.extras["engines_mhz"]["NVDEC"] is None
+    assert s.extras["engines_util_pct"] == {"NVENC": 79, "VIC": 36}
+    assert s.dla == {"DLA0": {"online": False, "freq_mhz": None}, "DLA1": {"online": False, "freq_mhz": None}}
+    assert (s.emc_util_pct, s.emc_freq_mhz) == (3, 2133) and (s.gpu_util_pct, s.gpu_freq_mhz) == (0, 0)
+    assert s.power_mw == {"VDD_GPU_SOC": 2412, "VDD_CPU_CV": 1607, "VIN_SYS_5V0": 4707}
+
+
+def test_an_active_dla_in_the_r36_4_form_is_online_with_its_load():
+    """No published line shows a busy DLA in this form; the NVDLA token is written the way R36.4 writes NVENC/VIC."""
+    s = parse_line(L8_AGX_ORIN_R36_4_4.replace("NVDLA0 off", "NVDLA0 87%@1600"))
+    assert s.dla["DLA0"] == {"online": True, "freq_mhz": 1600.0, "util_pct": 87.0}
+    assert s.dla["DLA1"]["online"] is False
+
+
+def test_jetpack_7_numbered_engines_off():
+    s = parse_line(L9_AGX_ORIN_JP7)
+    assert s.dla == {"DLA0": {"online": False, "freq_mhz": None}, "DLA1": {"online": False, "freq_mhz": None}}
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (12, 1300)  # jetson-stats: {'val': 12, 'frq': 1300000}
+    assert s.extras["engines_mhz"]["NVENC0"] is None and s.extras["engines_mhz"]["APE"] == 174

@@ -9,12 +9,13 @@ those classes exist only in TensorRT <= 10.x, so the subclass is created only wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edge.calib.cache import CalibrationCache, write_cache
+from edge.calib.cache import CalibrationCache, writable, write_cache
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.progress import Throttle, say
@@ -26,20 +27,42 @@ Upload = Callable[[np.ndarray], int]  # host batch -> device pointer TensorRT re
 
 
 class PycudaUpload:
-    """One device buffer per input, allocated on the first batch and reused; pycuda is imported only here."""
+    """One device buffer per input, allocated on the first batch and reused, in the GPU's *primary* context.
+
+    TensorRT's builder works through the CUDA runtime, which uses the primary context; ``pycuda.autoinit`` would
+    create a second, non-primary context in the middle of the build. The context is made current only around each
+    copy, on whichever thread TensorRT calls ``get_batch`` from (CUDA programming guide, "Interoperability between
+    Runtime and Driver APIs": the runtime uses the primary context).
+    """
 
     def __init__(self) -> None:
-        require("pycuda.autoinit", "copying calibration batches to the GPU")  # creates the CUDA context
-        self._cuda = require("pycuda.driver")
+        from edge.runtime.cuda.memory import CudaContext, driver
+
+        self._cuda = driver()
+        self._ctx = CudaContext(0)
         self._buffer: Any = None
         self._nbytes = 0
 
     def __call__(self, batch: np.ndarray) -> int:
-        if self._buffer is None or batch.nbytes != self._nbytes:
-            self._buffer = self._cuda.mem_alloc(batch.nbytes)
-            self._nbytes = batch.nbytes
-        self._cuda.memcpy_htod(self._buffer, np.ascontiguousarray(batch))
+        with self._ctx.active():
+            if self._buffer is None or batch.nbytes != self._nbytes:
+                if self._buffer is not None:
+                    self._buffer.free()
+                self._buffer = self._cuda.mem_alloc(batch.nbytes)
+                self._nbytes = batch.nbytes
+            self._cuda.memcpy_htod(self._buffer, np.ascontiguousarray(batch))
         return int(self._buffer)
+
+    def close(self) -> None:
+        """Free the buffer and release the primary context (after the build: TensorRT reads the last batch late)."""
+        if self._ctx is None:
+            return
+        if self._buffer is not None:
+            with self._ctx.active():
+                self._buffer.free()
+            self._buffer = None
+        self._ctx.close()
+        self._ctx = None
 
 
 class CalibrationFeed:
@@ -130,6 +153,12 @@ class CalibrationFeed:
             f"calibrating: batch {self.batches_done}/{self.total_batches} ({self.batches_done * self.batch_size} images{skipped})"
         )
 
+    def close(self) -> None:
+        """Free what the upload holds on the GPU (call after the build)."""
+        close = getattr(self.upload, "close", None)
+        if close is not None:
+            close()
+
     def read_cache(self) -> Optional[bytes]:
         if self.cached is not None:
             say(f"calibration: using the scales in {self.cache_path}; no images are read")
@@ -182,20 +211,106 @@ def make_calibrator(trt: Any, method: str, feed: CalibrationFeed) -> Any:
     return EdgeCalibrator()
 
 
+@dataclass
+class CacheFit:
+    """A calibration cache fitted to the parsed network: what TensorRT reads, and what was done to get there."""
+
+    data: bytes  # the cache TensorRT is handed (the file on disk is not changed)
+    named: int  # float network tensors the file names
+    derived: Dict[str, str] = field(default_factory=dict)  # tensor -> where its scale came from
+    missing: List[str] = field(default_factory=list)  # float tensors left without a scale
+    total: int = 0  # float network tensors
+
+    def lines(self, path: Path) -> List[str]:
+        out = [f"calibration cache {path}: names {self.named} of the network's {self.total} float tensors"]
+        if self.derived:
+            out.append(
+                f"  {len(self.derived)} tensors the ONNX parser created take the scale of the tensor they reshape or "
+                f"broadcast, or of their constant weights (e.g. {', '.join(list(self.derived)[:3])})"
+            )
+        if self.missing:
+            more = f" and {len(self.missing) - 3} more" if len(self.missing) > 3 else ""
+            out.append(
+                f"  {len(self.missing)} have no scale; TensorRT runs the layers that touch them in FP16/FP32: "
+                f"{', '.join(self.missing[:3])}{more}"
+            )
+        return out
+
+
+def fit_cache(trt: Any, network: Any, cache: CalibrationCache) -> CacheFit:
+    """Give the tensors the ONNX parser creates a scale where one follows from the cache, and list the rest.
+
+    A cache from ``edge calib`` names the ONNX model's tensors, but the parser adds tensors of its own: reshapes and
+    broadcasts (``ONNXTRT_ShapeShuffle_*``, ``ONNXTRT_Broadcast_*``, reshapes around a Gemm), constants made from
+    initializers, and inner outputs of ops it builds from several layers (HardSwish, Softmax); TensorRT's own caches
+    name them (onnx-tensorrt builtin_op_importers.cpp; the names vary between parser releases, so they are found by
+    layer type, not by name). A shuffle only moves values, so its output takes its input's scale; a constant's
+    range is exact, max |weights|. Other tensors stay without a scale: TensorRT then keeps the layers that touch them
+    in higher precision (it logs a warning for each) and the build goes on.
+    """
+    floats = {trt.DataType.FLOAT, trt.DataType.HALF}
+    scales = dict(cache.scales)
+    fit = CacheFit(b"", 0)
+    needed: List[str] = []
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        if t.dtype in floats:
+            needed.append(t.name)
+    constant, shuffle = trt.LayerType.CONSTANT, trt.LayerType.SHUFFLE
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        for k in range(layer.num_outputs):
+            t = layer.get_output(k)
+            if t.dtype not in floats:
+                continue
+            needed.append(t.name)
+            if t.name in scales:
+                continue
+            if layer.type == shuffle:
+                source = layer.get_input(0)
+                if source is not None and source.name in scales:
+                    scales[t.name] = scales[source.name]
+                    fit.derived[t.name] = f"reshape of {source.name}"
+            elif layer.type == constant:
+                layer.__class__ = trt.IConstantLayer  # TensorRT's Python API: the layer's own class by assignment
+                weights = np.abs(np.asarray(layer.weights, dtype=np.float64))
+                amax = float(weights.max()) if weights.size else 0.0
+                if writable(amax / 127.0):
+                    scales[t.name] = amax / 127.0
+                    fit.derived[t.name] = "its constant weights"
+    fit.total = len(needed)
+    fit.named = sum(1 for n in needed if n in cache.scales)
+    fit.missing = [n for n in needed if n not in scales]
+    fit.data = CalibrationCache(cache.trt_version, cache.algorithm, scales).to_bytes()
+    return fit
+
+
 def usable_cache(
-    path: Optional[Path], trt_version: str, algorithm: str, tensors: Sequence[str], have_images: bool
+    path: Optional[Path], trt_version: str, algorithm: str, have_images: bool, trt: Any, network: Any
 ) -> Optional[bytes]:
     """The cache bytes TensorRT may use, or None to calibrate from the images.
 
     TensorRT would skip a cache from another version without a word and calibrate again (or, without images, build
-    with no scales), so the header and tensor names are checked here and any problem is said out loud.
+    with no scales), so the header is checked here, the cache is fitted to the parsed network (``fit_cache``), and a
+    cache that covers less than half of the network's tensors (another model, or another export of it) is refused.
     """
     if path is None or not path.is_file():
         return None
-    data = path.read_bytes()
-    problems = CalibrationCache.from_bytes(data, origin=f"calibration cache '{path}'").problems(trt_version, algorithm, tensors)
+    cache = CalibrationCache.from_bytes(path.read_bytes(), origin=f"calibration cache '{path}'")
+    problems = cache.problems(trt_version, algorithm)
+    fit = None
     if not problems:
-        return data
+        fit = fit_cache(trt, network, cache)
+        covered = fit.total - len(fit.missing)
+        if fit.total and covered * 2 < fit.total:
+            problems.append(
+                f"it gives a scale to only {covered} of the network's {fit.total} float tensors (it names {fit.named}, e.g. "
+                f"not {', '.join(fit.missing[:3])}): it was made for another model or another export of it"
+            )
+    if not problems:
+        for line in fit.lines(path):
+            say(line)
+        return fit.data
     what = f"calibration cache '{path}' does not fit this build: " + "; ".join(problems)
     if not have_images:
         raise EdgeError(f"{what}; pass --calib-images DIR to calibrate again (the cache is then rewritten)")

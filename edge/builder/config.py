@@ -30,7 +30,7 @@ ALGORITHMS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration"}
 class CalibConfig:
     images: Optional[str] = None  # a folder of images, fed through the input preprocessing
     cache: Optional[str] = None  # read when present (then no images are needed), written after calibrating
-    method: Literal["entropy", "minmax"] = "entropy"  # entropy = IInt8EntropyCalibrator2, the one DLA needs
+    method: Literal["entropy", "minmax"] = "entropy"  # entropy = IInt8EntropyCalibrator2, the one DLA builds accept
     max_images: Optional[int] = None  # use at most this many images (sorted by name); None = all
 
 
@@ -121,6 +121,13 @@ def check(cfg: BuildConfig, origin: str) -> None:
         raise ConfigError(f"{origin}: key '{key}' applies to DLA builds only; add --dla N (dla.core) or drop it")
     target_cc(cfg.target_cc, origin)
     c = cfg.calib
+    if d.core is not None and cfg.int8 and c.method == "minmax":
+        raise ConfigError(
+            f"{origin}: key 'calib.method': minmax with --dla {d.core}: the DLA takes its INT8 scales from "
+            'IInt8EntropyCalibrator2, "the required calibrator for DLA" (NvInfer.h), and reads caches whose header names '
+            "EntropyCalibration2; for min-max scales on the DLA run `edge calib MODEL --method minmax --cache C` (it writes "
+            "them under that header) and build with --calib-cache C and the default --calib-method entropy"
+        )
     if c.max_images is not None and c.max_images < 1:
         raise key_error(origin, "calib.max_images", f"expected a positive integer or null, got {c.max_images}")
     images = cfg.optional_path(c.images)

@@ -1,7 +1,7 @@
 """The TensorRT builder adapter: ONNX in; engine, manifest and placement report out.
 
-Order of work: refuse what the installed TensorRT cannot do (before anything slow), parse, pin input shapes (one
-optimization profile with min = opt = max), configure precision, DLA, memory pools and the compute-capability
+Order of work: refuse what the installed TensorRT cannot do (before anything slow), parse, pin input shapes
+(optimization profiles with min = opt = max, one per edge-run buffer set for a GPU engine with dynamic inputs), configure precision, DLA, memory pools and the compute-capability
 target, run the pre-build DLA pass, calibrate and build, then write the engine byte for byte as TensorRT
 serialised it, its manifest and the placement report, each under a temporary name renamed into place.
 """
@@ -57,7 +57,7 @@ def plan(cfg: BuildConfig, caps: trt_api.Capabilities) -> Plan:
         if not caps.dla_api:
             raise EdgeError(
                 f"--dla {core}: {who} has no DLA API (TensorRT 11.0-11.3 dropped the DLA); build with the TensorRT of "
-                "the target's JetPack (8.5 on JetPack 5, 10.3 on JetPack 6)"
+                "the target's JetPack (8.5 on JetPack 5.1, 8.6 on JetPack 6.0, 10.3 on JetPack 6.1/6.2)"
             )
         if caps.dla_cores == 0:
             raise EdgeError(
@@ -112,8 +112,8 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
     flags = 0
     if caps.explicit_batch_flag:  # TensorRT 8.x parses ONNX only into explicit-batch networks
         flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-    if strongly_typed:
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    if strongly_typed:  # only where caps.strongly_typed_flag saw the member
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)  # trt-api: plan() sets it from caps
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # EXPLICIT_BATCH is deprecated (and ignored) in 10.x
         network = builder.create_network(flags)
@@ -129,9 +129,24 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
         raise EdgeError(f"{onnx_path}: not a valid ONNX model (TensorRT's parser: {detail}); re-export it or check the download")
     e = node_errors[0]
     raise EdgeError(
-        f"{onnx_path}: TensorRT cannot import node {e.node()} '{e.node_name()}' (op {e.node_operator()}): {e.desc()}; "
+        f"{onnx_path}: TensorRT cannot import {node_label(e, onnx_path)}: {e.desc()}; "
         "this TensorRT has no importer or plugin for it: replace the op in the export (or register a plugin)"
     )
+
+
+def node_label(error: Any, onnx_path: Path) -> str:
+    """ "node 7 'name' (op Kind)" for a parser error. ParserError has node_name()/node_operator() from TensorRT 10.0
+    (pyOnnx.cpp); 8.5 and 8.6 give only the index, so the name and op are read from the ONNX file when onnx is here."""
+    index = error.node()
+    if hasattr(error, "node_name") and hasattr(error, "node_operator"):
+        return f"node {index} '{error.node_name()}' (op {error.node_operator()})"
+    try:
+        from edge.graph.model import load_model
+
+        node = load_model(onnx_path).graph.node[index]
+        return f"node {index} '{node.name}' (op {node.op_type})"
+    except (EdgeError, IndexError):  # no onnx on this machine, or an index outside the top-level graph
+        return f"node {index}"
 
 
 def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, Tuple[int, ...]]:
@@ -151,7 +166,7 @@ def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, T
                 why = (
                     "the DLA needs static shapes (one optimization profile with min = opt = max)"
                     if dla
-                    else "edge-build makes one optimization profile with min = opt = max"
+                    else "edge-build makes optimization profiles with min = opt = max"
                 )
                 raise EdgeError(f"input '{t.name}' is dynamic {list(dims)}: {why}; pass --shape {t.name}={example}")
             want = dims
@@ -159,18 +174,6 @@ def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, T
             raise EdgeError(f"--shape {t.name}={'x'.join(map(str, want))}: the model declares {list(dims)}")
         shapes[t.name] = tuple(int(d) for d in want)
     return shapes
-
-
-def scale_tensors(trt: Any, network: Any) -> List[str]:
-    """Tensors an INT8 calibration cache must have a scale for: float inputs and float layer outputs."""
-    floats = {trt.DataType.FLOAT, trt.DataType.HALF}
-    names = [network.get_input(i).name for i in range(network.num_inputs) if network.get_input(i).dtype in floats]
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        if layer.type in (trt.LayerType.CONSTANT, trt.LayerType.SHAPE):
-            continue
-        names += [layer.get_output(k).name for k in range(layer.num_outputs) if layer.get_output(k).dtype in floats]
-    return names
 
 
 def typed_precisions(trt: Any, network: Any) -> List[str]:
@@ -303,6 +306,8 @@ def build(cfg: BuildConfig) -> BuildResult:
             p.notes.append("no GPU here and no --target-cc: the manifest cannot name the compute capability")
         prebuild = _prebuild(cfg, caps, config, network, onnx, shapes, cc) if dla else None
         feed = _calibration(trt, cfg, caps, config, network, profile, shapes) if cfg.int8 else None
+        if feed is not None:
+            stack.callback(feed.close)
         timing = _load_timing_cache(config, cfg, p)
         with Heartbeat("building the engine"):
             serialized = builder.build_serialized_network(network, config)
@@ -339,10 +344,13 @@ def _configure(
 ) -> Any:
     for name in p.flags:
         config.set_flag(getattr(trt.BuilderFlag, name))
-    profile = builder.create_optimization_profile()
-    for name, dims in shapes.items():
-        profile.set_shape(name, dims, dims, dims)
-    config.add_optimization_profile(profile)
+    profiles = []
+    for _ in range(profile_count(network, cfg)):
+        profile = builder.create_optimization_profile()
+        for name, dims in shapes.items():
+            profile.set_shape(name, dims, dims, dims)
+        config.add_optimization_profile(profile)
+        profiles.append(profile)
     linear = 1 << int(trt.TensorFormat.LINEAR)
     for tensor in [network.get_input(i) for i in range(network.num_inputs)] + [
         network.get_output(i) for i in range(network.num_outputs)
@@ -367,8 +375,22 @@ def _configure(
                 )
     if p.compute_capability:
         config.num_compute_capabilities = 1
-        config.set_compute_capability(getattr(trt.ComputeCapability, "SM" + p.compute_capability.replace(".", "")), 0)
-    return profile
+        cc = getattr(trt.ComputeCapability, "SM" + p.compute_capability.replace(".", ""))  # trt-api: caps.compute_capabilities
+        config.set_compute_capability(cc, 0)
+    return profiles[0]
+
+
+def profile_count(network: Any, cfg: BuildConfig) -> int:
+    """Identical optimisation profiles to add: one per buffer set of edge-run for a GPU engine with dynamic inputs.
+
+    Execution contexts in concurrent use on such an engine each need their own profile (NvInferRuntime.h,
+    createExecutionContext / setOptimizationProfileAsync); a static engine needs none beyond the one. DLA builds
+    keep one profile: whether a DLA loadable accepts several is not confirmed, and DLA models are static anyway.
+    """
+    from edge.runtime.backends.tensorrt import BUFFER_SETS
+
+    dynamic = any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape)
+    return BUFFER_SETS if dynamic and cfg.dla.core is None else 1
 
 
 def _prebuild(
@@ -412,7 +434,7 @@ def _calibration(
 
     images_dir = cfg.optional_path(cfg.calib.images)
     cache_path = cfg.optional_path(cfg.calib.cache)
-    cached = usable_cache(cache_path, caps.version, cfg.algorithm, scale_tensors(trt, network), images_dir is not None)
+    cached = usable_cache(cache_path, caps.version, cfg.algorithm, images_dir is not None, trt, network)
     images = find_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
     tensor, spec = _image_input(trt, cfg, network, shapes)
     feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached)

@@ -34,9 +34,13 @@ _PRECISIONS = {
     "fp8": "FP8",
 }
 
-# The builder log, in the forms TensorRT 8.5-10.x and TensorRT-RTX print.
+# The builder log, in the forms TensorRT 8.5-10.x and TensorRT-RTX print. The engine layer listing names each tensor
+# with its type and dims: up to 8.5 as ``name[Float(1,3,28,28)]``, from 8.6 as ``name (Float[1,3,28,28])`` with
+# vectorised formats as ``(Half[-1,32:8,14,14])`` (trtexec logs of 8.6.0 and 10.14.1 in NVIDIA's TensorRT cookbook,
+# tests/fixtures/trt-logs).
 _ENGINE_LAYER = re.compile(r"^Layer\((?P<kind>[^)]*)\): (?P<name>.*?), Tactic: \S+, (?P<io>.*)$")
 _TENSOR = re.compile(r"\[(?P<type>[A-Za-z0-9]+)\((?P<dims>[^)]*)\)\]")
+_TENSOR_86 = re.compile(r" ?\((?P<type>[A-Za-z][A-Za-z0-9]*)\[(?P<dims>[-0-9:, ]*)\]\)")
 _RTX_LAYER = re.compile(
     r"^Name: (?P<name>.*?), LayerType: (?P<kind>[^,]*), Inputs: \[(?P<inputs>.*?)\], (?:Constants: .*?)?Outputs: \[(?P<outputs>.*?)\], Tactic"
 )
@@ -94,12 +98,14 @@ class LogFacts:
 
 
 def _tensors(io: str) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:
-    """'a[Float(1,3)], b[Half(2)] -> c[Half(1,8)]' -> ([(a, Float), (b, Half)], [(c, Half)])."""
+    """'a[Float(1,3)], b[Half(2)] -> c[Half(1,8)]' (up to 8.5) or 'a (Float[1,3]), b (Half[2]) -> c (Half[1,8])' (8.6+)
+    -> ([(a, Float), (b, Half)], [(c, Half)])."""
     left, _, right = io.rpartition(" -> ")
+    pattern = _TENSOR if _TENSOR.search(io) else _TENSOR_86
 
     def split(text: str) -> List[Tuple[str, str]]:
         out, start = [], 0
-        for m in _TENSOR.finditer(text):
+        for m in pattern.finditer(text):
             out.append((text[start : m.start()].lstrip(", ").strip(), m.group("type")))
             start = m.end()
         return out

@@ -4,20 +4,29 @@
     input:0: 3c010204
     conv1_output: 3d8f5c29
 
-Line 1 names the TensorRT version as an integer (8.5.2 -> 8502, 10.3.0 -> 100300) and the algorithm. Every
-other line is a tensor name, a colon, a space and the IEEE-754 float32 bits of its scale (amax / 127) as 8 hex
-digits. TensorRT skips a cache whose header does not match it without a word and calibrates again, so edge
-checks the header and the tensor names itself and says what is wrong.
+Line 1 names the TensorRT version as an integer (8.5.2 -> 8502, 8.6.2 -> 8602, 10.3.0 -> 100300) and the algorithm.
+Every other line is a tensor name, a colon, a space and the IEEE-754 float32 bits of its scale (amax / 127) in hex.
+TensorRT writes 8 digits; NVIDIA's TAO writes them without leading zeros (``hex(...)[2:]`` in
+https://github.com/NVIDIA/tao_deploy/blob/main/nvidia_tao_deploy/engine/builder.py, calibration_cache_from_dict),
+and TensorRT reads both, so edge reads 1 to 8 digits and writes 8. A scale is a positive, finite number: the reader
+refuses NaN, infinity, zero and negative values (one line naming the tensor), and the writer leaves out a tensor
+without a positive finite scale (an all-zero constant, such as an integer pad, has none): TensorRT then runs the
+layers touching it in higher precision instead of with a range of zero.
+
+TensorRT skips a cache whose header does not match it without a word and calibrates again, so edge checks the
+header and the tensor names itself and says what is wrong.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
+from edge.config import short
 from edge.errors import EdgeError
 from edge.outputs import write_atomic
 
@@ -39,7 +48,18 @@ def scale_to_hex(scale: float) -> str:
 
 
 def hex_to_scale(text: str) -> float:
-    return struct.unpack(">f", bytes.fromhex(text))[0]
+    """1 to 8 hex digits (leading zeros optional) -> the float32 with those bits."""
+    return struct.unpack(">f", struct.pack(">I", int(text, 16)))[0]
+
+
+def writable(scale: float) -> bool:
+    """Whether a scale can go in a cache: positive and finite (as a float32)."""
+    if not (math.isfinite(scale) and scale > 0):
+        return False
+    try:
+        return math.isfinite(struct.unpack(">f", struct.pack(">f", scale))[0])
+    except OverflowError:  # beyond float32
+        return False
 
 
 @dataclass
@@ -52,8 +72,12 @@ class CalibrationCache:
     def header(self) -> str:
         return f"TRT-{self.trt_version}-{self.algorithm}"
 
+    def unwritable(self) -> List[str]:
+        """Tensors whose scale is not positive and finite: ``to_bytes`` leaves them out."""
+        return [name for name, s in self.scales.items() if not writable(s)]
+
     def to_bytes(self) -> bytes:
-        lines = [self.header] + [f"{name}: {scale_to_hex(s)}" for name, s in self.scales.items()]
+        lines = [self.header] + [f"{name}: {scale_to_hex(s)}" for name, s in self.scales.items() if writable(s)]
         return ("\n".join(lines) + "\n").encode("ascii")
 
     @classmethod
@@ -66,15 +90,23 @@ class CalibrationCache:
         m = _HEADER.match(lines[0].strip()) if lines else None
         if m is None:
             raise EdgeError(
-                f"{origin}: first line should be TRT-<version>-<Algorithm> (e.g. TRT-8502-EntropyCalibration2), got {lines[0][:60] if lines else 'an empty file'!r}"
+                f"{origin}: first line should be TRT-<version>-<Algorithm> (e.g. TRT-8502-EntropyCalibration2), got "
+                f"{short(lines[0], 60) if lines else 'an empty file'}"
             )
         cache = cls(int(m.group(1)), m.group(2))
         for n, line in enumerate(lines[1:], start=2):
             # Names may contain colons; the scale is what follows the last ': '.
             name, sep, hexbits = line.rpartition(": ")
-            if not sep or not re.fullmatch(r"[0-9a-fA-F]{8}", hexbits.strip()):
-                raise EdgeError(f"{origin}: line {n} should be '<tensor name>: <8 hex digits>', got {line[:80]!r}")
-            cache.scales[name] = hex_to_scale(hexbits.strip())
+            hexbits = hexbits.strip()
+            if not sep or not re.fullmatch(r"[0-9a-fA-F]{1,8}", hexbits):
+                raise EdgeError(f"{origin}: line {n} should be '<tensor name>: <hex float32 bits>', got {short(line, 80)}")
+            scale = hex_to_scale(hexbits)
+            if not writable(scale):
+                raise EdgeError(
+                    f"{origin}: line {n}: tensor {short(name, 80)} has scale {scale} ({hexbits}); a scale must be positive and "
+                    "finite: recalibrate, or delete the line (TensorRT then keeps that tensor in higher precision)"
+                )
+            cache.scales[name] = scale
         return cache
 
     def problems(

@@ -1,20 +1,28 @@
-"""`edge service install NAME --config FILE`: install and enable the edge-camera@NAME systemd service.
+"""`edge service install NAME --config FILE`: install and enable the edge-camera@NAME systemd service;
+`edge service check NAME`: run `edge-run --check` for that instance inside the unit's own sandbox.
 
-Writes the unit template and the sysusers.d entry for its dedicated user (in the video group), creates that
-user with systemd-sysusers, installs the config as /etc/edge/NAME.yaml and enables the instance.
+``install`` writes the unit template and the sysusers.d entry for its dedicated user (in the video group), creates
+that user with systemd-sysusers, installs the config as /etc/edge/NAME.yaml and enables the instance.
 ``--dry-run`` prints the same actions without doing them; ``--root`` installs into another root (an image
 being prepared, or a test), where systemctl works offline and nothing is started.
+
+``check`` reads the installed unit, turns its [Service] sandbox (user, devices, file-system protection, ...) into
+``systemd-run --wait --pipe -p KEY=VALUE`` properties and runs the unit's own edge-run with ``--check`` in a
+transient service that has them, so a user sees that CUDA, the DLA and the camera open under the sandbox before
+enabling the service (a DeviceAllow= that misses a node shows up as a CUDA error here, not at 3 a.m.).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from edge.config import short
 from edge.deploy.target import CONFIG_MODE, NAME_RE, SERVICE_GROUP
@@ -36,6 +44,16 @@ Action = Tuple[str, Callable[[], None]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    c = sub.add_parser(
+        "check",
+        help="run edge-run --check for NAME inside the unit's sandbox (systemd-run with its properties)",
+        description="Run `edge-run --check --config /etc/edge/NAME.yaml` in a transient service with the sandbox of the "
+        "installed edge-camera@.service: its user, device rules and file-system protection.",
+    )
+    c.add_argument("name", metavar="NAME", help="instance name: checks /etc/edge/NAME.yaml")
+    c.add_argument("--dry-run", action="store_true", help="print the systemd-run command, run nothing")
+    c.add_argument("--root", type=Path, default=Path("/"), help="read the unit and config under this root (with --dry-run)")
+    c.add_argument("--timeout", type=float, default=180.0, help="seconds before the check is stopped (default 180)")
     p = sub.add_parser("install", help="install and enable edge-camera@NAME.service", description=__doc__.splitlines()[0])
     p.add_argument("name", metavar="NAME", help="instance name: the service reads /etc/edge/NAME.yaml")
     p.add_argument("--config", type=Path, help="run config to install as /etc/edge/NAME.yaml (omit to keep the one there)")
@@ -144,8 +162,9 @@ def _install_config(dest: Path, text: str, root: Path) -> Callable[[], None]:
     return do
 
 
-def plan(args: argparse.Namespace) -> List[Action]:
-    """The install as a list of (description, action), so --dry-run prints exactly what a real run does."""
+def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str]]:
+    """The install as a list of (description, action), so --dry-run prints exactly what a real run does, and the
+    camera's endpoints (metrics, live view) to print after it."""
     name, root = args.name, args.root
     if not NAME_RE.fullmatch(name):
         raise EdgeError(
@@ -160,10 +179,8 @@ def plan(args: argparse.Namespace) -> List[Action]:
     config_dest = root / "etc" / "edge" / f"{name}.yaml"
     actions: List[Action] = []
     if args.config is not None:
-        from edge.config import RunConfig, load_dataclass
-
         # A wrong key or type fails here, not at 3 a.m. in the journal; files it names may arrive later by edge deploy.
-        cfg, _ = load_dataclass(RunConfig, args.config)
+        cfg = _load(args.config)
         _check_paths(cfg, args.config, Path("/etc/edge"))
         if config_dest.is_symlink():
             raise EdgeError(
@@ -176,6 +193,9 @@ def plan(args: argparse.Namespace) -> List[Action]:
         )
     elif not config_dest.exists():
         raise EdgeError(f"{config_dest} does not exist; pass --config FILE")
+    else:
+        cfg = _load(config_dest)
+    fleet_actions, urls = _fleet(cfg, name, root)
 
     unit_dest = root / "etc" / "systemd" / "system" / UNIT
     sysusers_dest = root / "etc" / "sysusers.d" / "edge-camera.conf"
@@ -191,18 +211,192 @@ def plan(args: argparse.Namespace) -> List[Action]:
         actions.append(config_action)  # after sysusers: its group must exist to own the config
     if not offline:
         actions.append(("run systemctl daemon-reload", _run(["systemctl", "daemon-reload"])))
+    actions += fleet_actions
     actions.append((f"run {' '.join(systemctl + ['enable', instance])}", _run(systemctl + ["enable", instance])))
     if args.now:
         actions.append((f"run systemctl restart {instance}", _run(["systemctl", "restart", instance])))
-    return actions
+    return actions, urls
+
+
+# [Service] directives that are not sandbox: how the service starts, restarts, logs and notifies. Everything else
+# becomes a property of the transient check unit.
+_NOT_SANDBOX = {
+    "Type",
+    "NotifyAccess",
+    "ExecStart",
+    "WatchdogSec",
+    "Restart",
+    "RestartSec",
+    "TimeoutStartSec",
+    "TimeoutStopSec",
+    "KillMode",
+    "StandardOutput",
+    "StandardError",
+    "SyslogIdentifier",
+}
+
+
+def unit_service_directives(text: str) -> List[Tuple[str, str]]:
+    """(key, value) of every directive in the [Service] section, in order (comments and blank lines skipped)."""
+    out, section = [], None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        if section == "Service" and "=" in line:
+            key, _, value = line.partition("=")
+            out.append((key.strip(), value.strip()))
+    return out
+
+
+def expand_specifiers(value: str, name: str) -> str:
+    """The unit specifiers the template uses, as systemd expands them for a system service (systemd.unit(5))."""
+    table = {"i": name, "I": name, "S": "/var/lib", "L": "/var/log", "%": "%"}
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in table:
+            raise EdgeError(
+                f"unit: specifier %{m.group(1)} in {short(value)} is not one `edge service check` knows; reinstall the unit"
+            )
+        return table[m.group(1)]
+
+    return re.sub(r"%(.)", one, value)
+
+
+def sandbox_properties(unit_text: str, name: str) -> List[str]:
+    """The unit's sandbox as ``KEY=VALUE`` properties for ``systemd-run -p`` (specifiers expanded for NAME)."""
+    return [
+        f"{key}={expand_specifiers(value, name)}" for key, value in unit_service_directives(unit_text) if key not in _NOT_SANDBOX
+    ]
+
+
+def check_command(unit_text: str, name: str, timeout: float) -> List[str]:
+    """systemd-run running the unit's own edge-run with --check, in a transient service with the unit's sandbox."""
+    exec_start = dict(unit_service_directives(unit_text)).get("ExecStart")
+    if not exec_start:
+        raise EdgeError("unit: no ExecStart= in [Service]; reinstall it with `edge service install`")
+    argv = shlex.split(expand_specifiers(exec_start, name))
+    props = sandbox_properties(unit_text, name) + [f"RuntimeMaxSec={max(1, int(timeout))}"]
+    cmd = ["systemd-run", "--wait", "--pipe", "--collect", "--quiet", "--service-type=exec"]
+    cmd += [f"--unit=edge-camera-check-{name}-{os.getpid()}", f"--description=edge service check {name}"]
+    for prop in props:
+        cmd += ["-p", prop]
+    return cmd + ["--"] + argv + ["--check"]
+
+
+def check(args: argparse.Namespace) -> int:
+    name, root = args.name, args.root
+    if not NAME_RE.fullmatch(name):
+        raise EdgeError(f"NAME {name!r}: use letters, digits, '_', '.', '-' (the instance of edge-camera@NAME.service)")
+    if root != Path("/") and not args.dry_run:
+        raise EdgeError(f"--root {root}: a check runs on this machine's systemd; use --root only with --dry-run")
+    unit = root / "etc" / "systemd" / "system" / UNIT
+    if not unit.is_file():
+        raise EdgeError(f"{unit}: not installed; run `edge service install {name} --config FILE` first")
+    config = root / "etc" / "edge" / f"{name}.yaml"
+    if not config.exists():
+        raise EdgeError(f"{config} does not exist; install it with `edge service install {name} --config FILE`")
+    cmd = check_command(unit.read_text(), name, args.timeout)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    print(
+        f"edge service check: running edge-run --check for {name} in the sandbox of edge-camera@{name}.service", file=sys.stderr
+    )
+    run_check(cmd, name, args.timeout)
+    print(f"edge service check: ok: edge-camera@{name}.service can open its model, engine and devices in its sandbox")
+    return 0
+
+
+def run_check(cmd: List[str], name: str, timeout: float) -> None:
+    """Run the systemd-run command; RunFailed (one line) when systemd cannot run it or the check inside fails."""
+    if shutil.which(cmd[0]) is None:
+        raise RunFailed(f"{cmd[0]}: not found; `edge service check` needs systemd (a Jetson with JetPack has it)")
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout + 30)
+    except subprocess.TimeoutExpired:
+        raise RunFailed(f"the check did not finish in {timeout:g} s; see journalctl -u 'edge-camera-check-{name}-*'") from None
+    said = proc.stderr.decode(errors="replace").strip()
+    if proc.returncode != 0:
+        last = said.splitlines()[-1] if said else "no output"
+        if "Failed to connect to bus" in said or "not been booted with systemd" in said:
+            raise RunFailed(f"systemd-run cannot reach systemd here ({last}); run the check on the Jetson that runs the service")
+        print(said, file=sys.stderr)  # edge-run's own lines from inside the sandbox
+        raise RunFailed(
+            f"edge-run --check failed inside the sandbox of edge-camera@{name}.service (status {proc.returncode}: {last}); "
+            "a CUDA or camera error here that plain `edge-run --check` does not show means the unit's DeviceAllow=, User= "
+            "or SupplementaryGroups= block a device"
+        )
+    if said:
+        print(said, file=sys.stderr)
 
 
 def main(args: argparse.Namespace) -> int:
-    actions = plan(args)
+    if args.action == "check":
+        return check(args)
+    actions, urls = plan(args)
     for description, action in actions:
         print(("would " if args.dry_run else "") + description)
         if not args.dry_run:
             action()
+    for url in urls:
+        print(url)
     if not args.dry_run:
         print(f"installed edge-camera@{args.name}.service; logs: journalctl -u edge-camera@{args.name}")
     return 0
+
+
+def _load(path: Path) -> Any:
+    from edge.config import RunConfig, check_fleet, load_dataclass
+
+    cfg, origin = load_dataclass(RunConfig, path)
+    check_fleet(cfg, origin)  # ports below 1024 would fail only when the unprivileged service starts
+    return cfg
+
+
+def _ports(cfg: Any) -> Dict[str, int]:
+    return {key: port for key, port in (("metrics.port", cfg.metrics.port), ("view.port", cfg.view.port)) if port is not None}
+
+
+def _fleet(cfg: Any, name: str, root: Path) -> Tuple[List[Action], List[str]]:
+    """The camera's metrics and live-view ports checked against the other cameras on this device, the drop-in that
+    lets the read-only service write its node_exporter textfile, and the URLs to print."""
+    from edge.config import RunConfig, load_dataclass
+
+    mine = _ports(cfg)
+    for other in sorted((root / "etc" / "edge").glob("*.yaml")):
+        if other.stem == name:
+            continue
+        try:
+            theirs = _ports(load_dataclass(RunConfig, other)[0])
+        except EdgeError:
+            continue  # not a config this edge reads; its own service says so
+        for key, port in mine.items():
+            clash = next((k for k, p in theirs.items() if p == port), None)
+            if clash:
+                raise EdgeError(
+                    f"{key} {port}: edge-camera@{other.stem} already uses it ({clash} in {other}); give each camera its own port"
+                )
+    urls = [f"metrics: http://{cfg.metrics.address}:{mine['metrics.port']}/metrics"] if "metrics.port" in mine else []
+    if "view.port" in mine:
+        urls.append(f"live view: http://{cfg.view.address}:{mine['view.port']}/")
+    dropin = root / "etc" / "systemd" / "system" / f"edge-camera@{name}.service.d" / "metrics-textfile.conf"
+    textfile = cfg.metrics.textfile
+    if not textfile:
+        return ([(f"remove {dropin} (no metrics.textfile now)", dropin.unlink)] if dropin.exists() else []), urls
+    folder = Path(textfile).parent
+    if not folder.is_absolute() or any(c.isspace() or ord(c) < 32 for c in str(folder)):
+        raise EdgeError(
+            f"metrics.textfile {textfile!r}: the service needs an absolute path without spaces, e.g. "
+            f"/var/lib/prometheus/node-exporter/edge_{name}.prom (node_exporter's --collector.textfile.directory)"
+        )
+    text = (
+        "# Written by `edge service install`: the unit's file system is read-only (ProtectSystem=strict) except where\n"
+        "# it writes; this is node_exporter's textfile folder (metrics.textfile). User edge needs write access to it.\n"
+        f"[Service]\nReadWritePaths=-{folder}\n"
+    )
+    urls.append(f"metrics textfile: {textfile} (for node_exporter)")
+    return [(f"write {dropin}", _write(dropin, text))], urls

@@ -28,6 +28,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--video", metavar="FILE", help="write the annotated video: .mp4, .avi, .mkv or .mov (sinks.video)")
     p.add_argument("--display", action="store_true", default=None, help="show the annotated frames in a window (sinks.display)")
     p.add_argument("--summary-json", metavar="FILE", help="write the final summary as JSON (sinks.summary_json)")
+    p.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish each frame's results: mqtt://[user:pass@]host[:port]/topic/prefix or mqtts:// (sinks.mqtt.url)",
+    )
+    p.add_argument(
+        "--metrics-port", type=argtypes.port, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N (metrics.port)"
+    )
+    p.add_argument("--view-port", type=argtypes.port, metavar="N", help="serve the live view on http://127.0.0.1:N/ (view.port)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="ONNX Runtime provider (device)")
     p.add_argument(
         "--threads", type=argtypes.threads, metavar="N", help="ONNX Runtime intra-op threads, 0 = all cores but one (threads)"
@@ -70,6 +79,9 @@ _FLAG_KEYS = {
     "video": "sinks.video",
     "display": "sinks.display",
     "summary_json": "sinks.summary_json",
+    "mqtt": "sinks.mqtt.url",
+    "metrics_port": "metrics.port",
+    "view_port": "view.port",
     "device": "device",
     "threads": "threads",
     "score_threshold": "task.score_threshold",

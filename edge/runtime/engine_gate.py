@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from edge.errors import EdgeError
-from edge.manifest import sha256_file
+from edge.manifest import read_manifest, sha256_file
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,16 @@ def choose_dla_core(engine: Path, manifest: Dict[str, Any], requested: Optional[
         how = "--dla 0" if here.dla_cores else "an engine built for the GPU (edge-build without --dla)"
         raise EdgeError(f"engine '{engine}': {asked}, but this module has {have}; use {how}")
     return core
+
+
+def verify_manifest(engine: Path) -> Dict[str, Any]:
+    """The checks that need neither TensorRT nor CUDA: the manifest is well formed and the engine file is the one it
+    describes (size, sha256). A build host, CI or a deploy machine can run them on an artefact."""
+    manifest = read_manifest(engine)
+    if not engine.is_file():
+        raise EdgeError(f"engine '{engine}': file not found beside its manifest; copy the engine and its .json together")
+    check_file(engine, manifest)
+    return manifest
 
 
 def gate(engine: Path, manifest: Dict[str, Any], here: DeviceFacts, requested_core: Optional[int]) -> Optional[int]:

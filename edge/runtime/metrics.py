@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -54,6 +54,20 @@ class Metrics:
             self._window_sums = dict.fromkeys(self.stages, 0.0)
             line = f"{parts[0]} | ms: " + " ".join(parts[1:]) + f" | frames {self.frames} drops {self.dropped}"
         return f"{line} | {extra}" if extra else line
+
+    def recent(self, window_s: float = 5.0) -> Tuple[float, Optional[float]]:
+        """FPS and mean end-to-end latency (s) over the last ``window_s`` seconds, for live readers (the metrics
+        endpoint, the live view); unlike status_line it leaves the status window alone."""
+        now = time.monotonic()
+        n, latency = 0, 0.0
+        with self._lock:
+            for t_capture, t_done in reversed(self.intervals):
+                if t_done < now - window_s:
+                    break
+                n += 1
+                latency += t_done - t_capture
+            span = min(window_s, now - self.t_first) if self.t_first is not None else window_s
+        return (n / span if span > 0 else 0.0), (latency / n if n else None)
 
     def summary(self) -> dict:
         with self._lock:

@@ -11,15 +11,19 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from edge.errors import EdgeError, RunFailed, one_line
+from edge.lazy import available
+from edge.manifest import read_l4t
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
+from edge.runtime.live import Live, run_info
 from edge.runtime.metrics import format_summary
 from edge.runtime.model import pick_input, preprocess_spec
 from edge.runtime.notify import Notifier, Watchdog
 from edge.runtime.pipeline import Pipeline
 from edge.runtime.postprocess import create_postprocessor
 from edge.runtime.preprocess import Preprocessor
+from edge.runtime.serve import Servers
 from edge.runtime.sinks import open_sinks
 from edge.runtime.sources import open_source
 from edge.telemetry import format_status
@@ -82,7 +86,7 @@ class Runner:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.stop_event = threading.Event()
-        self.backend = self.source = self.sampler = None
+        self.backend = self.source = self.sampler = self.servers = None
         self.sinks: list = []
         self.close_error: Optional[EdgeError] = None
         try:
@@ -94,16 +98,25 @@ class Runner:
     def _open(self) -> None:
         cfg = self.cfg
         check_run_outputs(cfg)  # before anything slow: a bad output path must not cost a model load
+        self.servers = Servers(cfg)  # metrics and live-view ports: a taken one fails before the engine loads
         self.backend = create_backend(cfg)
         tensor = pick_input(cfg, self.backend.inputs)
         self.spec = preprocess_spec(cfg, tensor)
         post = create_postprocessor(cfg, self.backend.outputs, self.spec)
         self.source = open_source(cfg.source, self.stop_event, base_dir=cfg.base_dir)
         sinks_cfg = cfg.sinks
-        for key in ("results", "video"):
-            if getattr(sinks_cfg, key):
-                setattr(sinks_cfg, key, str(cfg.resolve_path(getattr(sinks_cfg, key))))
-        self.sinks = open_sinks(sinks_cfg, _source_fps(self.source), on_quit=self.stop_event.set)
+        for owner, key in (
+            (sinks_cfg, "results"),
+            (sinks_cfg, "video"),
+            (sinks_cfg.mqtt, "ca_file"),
+            (sinks_cfg.mqtt, "cert_file"),
+            (sinks_cfg.mqtt, "key_file"),
+        ):
+            if getattr(owner, key):
+                setattr(owner, key, str(cfg.resolve_path(getattr(owner, key))))
+        info = run_info(cfg, self.backend)
+        self.sinks = open_sinks(sinks_cfg, _source_fps(self.source), on_quit=self.stop_event.set, info=info)
+        self.sinks += self.servers.sinks
         self.sampler = _open_sampler(cfg)
         preprocess, infer, post = self._stages(tensor.name, post)
         self.pipeline = Pipeline(
@@ -117,6 +130,7 @@ class Runner:
             max_frames=cfg.pipeline.frames,
             stop_event=self.stop_event,
         )
+        self.servers.attach(Live(self.pipeline.metrics, self.sampler, self.source, self.sinks, info))
 
     def _stages(self, input_name: str, post: Any) -> Tuple[Any, Any, Any]:
         """The pipeline's preprocess, infer and postprocess callables.
@@ -143,6 +157,8 @@ class Runner:
                 self.close_error = self.close_error or RunFailed(f"sink '{sink.name}': close failed: {exc}")
             if note:
                 notes.append(note)
+        if self.servers is not None:
+            self.servers.close()
         if self.sampler is not None:
             self.sampler.stop()
         capture = getattr(getattr(self, "pipeline", None), "_threads", [None])[:1]
@@ -161,11 +177,13 @@ class Runner:
         notifier = Notifier.from_env()
         watchdog = Watchdog.from_env(notifier)
 
-        def frame_done(_packet: Any) -> None:
-            notifier.ready()
-            watchdog.frame_done()
+        def frame_done(packet: Any) -> None:
+            if notifier.enabled:
+                notifier.ready()
+                watchdog.frame_done()
+            self.servers.frame_done(packet)
 
-        p.on_frame = frame_done if notifier.enabled else None
+        p.on_frame = frame_done if notifier.enabled or self.servers.observing else None
         restore = _install_signal_handlers(p) if threading.current_thread() is threading.main_thread() else {}
         idle_w = self._start_telemetry()
         t0 = time.monotonic()
@@ -222,6 +240,7 @@ class Runner:
             "source": self.source.info(),
             "telemetry": telemetry,
             "outputs": notes,
+            "mqtt": next((s.stats() for s in self.sinks if s.name == "mqtt"), None),
             "error": str(p.error or self.close_error) if (p.error or self.close_error) else None,
         }
         return summary, p.error or self.close_error
@@ -316,7 +335,12 @@ def _trial_frame(backend: Any, spec: Any, input_name: str, post: Any) -> None:
 
 def check(cfg: Any) -> int:
     """`edge-run --check`: open the model or engine as a run would (for TensorRT: the manifest gate, then
-    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks."""
+    deserialisation on the chosen DLA core) and check the config against its tensors; no source, no sinks.
+
+    Where no TensorRT exists and the machine is not a Jetson (a build host, CI, a deploy machine), an engine is
+    checked as an artefact: manifest, size and sha256, and the config against the tensors the manifest lists."""
+    if cfg.backend == "tensorrt" and not available("tensorrt") and read_l4t() is None:
+        return _check_artefact(cfg)
     backend = create_backend(cfg)
     try:
         tensor = pick_input(cfg, backend.inputs)
@@ -329,6 +353,41 @@ def check(cfg: Any) -> int:
         print(f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}")
     finally:
         backend.close()
+    return 0
+
+
+def _check_artefact(cfg: Any) -> int:
+    import numpy as np
+
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.engine_gate import verify_manifest
+    from edge.runtime.model import engine_path
+
+    path = engine_path(cfg)
+    manifest = verify_manifest(path)
+    io = manifest["io"]
+    try:
+        inputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "input"]
+        outputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "output"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EdgeError(
+            f"manifest of '{path}': key 'io' lists a tensor edge cannot read ({exc}); rebuild with edge-build"
+        ) from None
+    tensors = ""
+    if inputs:
+        tensor = pick_input(cfg, inputs)
+        spec = preprocess_spec(cfg, tensor)
+        create_postprocessor(cfg, outputs, spec)
+        tensors = f"; the config fits its tensors (input {tensor.name} {list(spec.input_shape)} {spec.dtype})"
+    dev, dla = manifest["device"], manifest["dla"].get("core")
+    built = f"TensorRT {manifest['tensorrt'].get('version')}, compute capability {dev.get('compute_capability')}"
+    built += f", JetPack {dev['jetpack']}" if dev.get("jetpack") else ""
+    built += f", DLA core {dla}" if dla is not None and dla >= 0 else ""
+    print(
+        f"edge-run: check ok (artefact only): engine {path} matches its manifest ({manifest['engine'].get('size')} bytes, "
+        f"sha256 {manifest['engine']['sha256'][:12]}…), built for {built}{tensors}; not deserialised: this machine has no "
+        "TensorRT and is not a Jetson"
+    )
     return 0
 
 

@@ -170,10 +170,15 @@ def annotate(image: np.ndarray, result: Result) -> np.ndarray:
     return out
 
 
-def open_sinks(cfg: Any, fps: float, on_quit: Any) -> List[Sink]:
-    """The sinks a SinksConfig asks for; none at all is the null sink (results are computed and dropped)."""
+def open_sinks(cfg: Any, fps: float, on_quit: Any, info: Optional[dict] = None) -> List[Sink]:
+    """The sinks a SinksConfig asks for; none at all is the null sink (results are computed and dropped).
+    ``info`` (``edge.runtime.live.run_info``) goes into the MQTT status message."""
     sinks: List[Sink] = []
     try:
+        if cfg.mqtt.url:  # first: a refused broker fails before any file is started
+            from edge.runtime.mqtt import MqttSink
+
+            sinks.append(MqttSink(cfg.mqtt, info or {}))
         if cfg.results:
             sinks.append(JsonlSink(cfg.results))
         if cfg.video:

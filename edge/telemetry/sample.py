@@ -27,7 +27,8 @@ class Sample:
     curr_ma: Dict[str, float] = field(default_factory=dict)
     gpu_util_pct: Optional[float] = None
     gpu_freq_mhz: Optional[float] = None
-    # "DLA0"/"DLA1" -> {"online": bool|None, "freq_mhz": float|None, optionally "active_frac": float (a proxy)}
+    # "DLA0"/"DLA1" -> {"online": bool|None, "freq_mhz": float|None, optionally "active_frac": float (a proxy) or
+    # "util_pct": float (tegrastats' NVDLAn X%@MHz, L4T R36.4)}
     dla: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     cpu_util_pct: List[Optional[float]] = field(default_factory=list)  # per core; None = core off
     cpu_freq_mhz: List[Optional[float]] = field(default_factory=list)

@@ -6,11 +6,16 @@
   ``in7`` shunt-sum channel are not rails.
 - JetPack 4 (``ina3221x`` IIO): ``rail_name_{n}``, ``in_voltage{n}_input``, ``in_current{n}_input``,
   ``in_power{n}_input`` (mW), n = 0..2.
-- GPU load is per-mille in ``devices/gpu.0/load`` or ``devices/platform/gpu.0/load``; the clock is the devfreq
-  node whose ``device/of_node/name`` is ``gpu`` (Hz). Thermal zones give m°C; -256 °C means offline.
-- DLA: no interface gives utilisation. ``power/runtime_status`` (``active``/``suspended``) gives on/off, and the
-  change of ``runtime_active_time`` (ms) over the read interval gives ``active_frac``, a proxy (unverified on a
-  device).
+- GPU: the devfreq node whose ``device/of_node/name`` names the integrated GPU: ``ga10b`` (Orin,
+  ``17000000.ga10b``), ``gv11b`` (Xavier), ``gp10b`` (TX2), ``gb10b``, or one containing ``gpu`` (Nano's
+  ``57000000.gpu``) (jetson-stats ``jtop/core/gpu.py``, KNOWN_GPU_DEVICE_NAMES); its ``cur_freq`` is the clock (Hz).
+  The load is per-mille in ``devices/gpu.0/load``, ``devices/platform/gpu.0/load`` or that devfreq device's ``load``.
+  Thermal zones give m°C; -256 °C means offline.
+- DLA: the ``*.nvdla0``/``*.nvdla1`` devices under the host1x node, which NVIDIA's ``jetson_clocks`` looks for at
+  ``platform/13e10000.host1x`` (T194, Xavier), ``platform/13e40000.host1x`` (T234, Orin on JetPack 5) and
+  ``platform/bus@0/13e00000.host1x`` (the JetPack 6 kernel). No interface gives utilisation: ``power/runtime_status``
+  (``active``/``suspended``) gives on/off, and the change of ``runtime_active_time`` (ms) over the read interval gives
+  ``active_frac``, a proxy (unverified on a device).
 
 ``root`` is the sysfs mount point (``/sys``); tests point it at a fake tree.
 """
@@ -27,7 +32,8 @@ from edge.telemetry.sample import Sample, total_power
 _HWMON_GLOBS = ("class/hwmon/hwmon*", "bus/i2c/drivers/ina3221/*/hwmon/hwmon*")
 _IIO_GLOB = "bus/i2c/drivers/ina3221x/*/iio:device*"
 _GPU_LOAD = ("devices/gpu.0/load", "devices/platform/gpu.0/load")
-_DLA_GLOB = "devices/platform/host1x/*.nvdla[0-9]"
+_GPU_NODE_NAMES = {"ga10b", "gv11b", "gp10b", "gb10b", "gpu"}
+_HOST1X = ("devices/platform/13e10000.host1x", "devices/platform/13e40000.host1x", "devices/platform/bus@0/13e00000.host1x")
 _NOT_RAILS = {"NC", ""}
 
 
@@ -75,14 +81,21 @@ class SysfsBackend(Backend):
             raise TelemetryUnavailable(
                 f"INA3221 rails found under {self.root} but none is readable ({', '.join(unreadable)}); check permissions"
             )
-        self._gpu_load = next((p for p in (self.root / g for g in _GPU_LOAD) if p.exists()), None)
-        self._gpu_freq = self._find_gpu_devfreq()
+        gpu = self._find_gpu_devfreq()
+        self._gpu_freq = gpu / "cur_freq" if gpu is not None else None
+        loads = [self.root / g for g in _GPU_LOAD] + ([gpu / "device" / "load"] if gpu is not None else [])
+        self._gpu_load = next((p for p in loads if p.exists()), None)
         for zone in sorted(self.root.glob("devices/virtual/thermal/thermal_zone*")):
             kind = _read(zone / "type")
             if kind:
                 self._zones.append((kind.replace("_", "-").split("-")[0], zone / "temp"))
-        for dev in sorted(self.root.glob(_DLA_GLOB)):
-            self._dlas.append(("DLA" + dev.name[-1], dev / "power"))
+        seen_dla = set()
+        for host1x in _HOST1X:
+            for dev in sorted(self.root.glob(f"{host1x}/*.nvdla[0-9]")):
+                name = "DLA" + dev.name[-1]
+                if name not in seen_dla:
+                    seen_dla.add(name)
+                    self._dlas.append((name, dev / "power"))
 
     def _find_hwmon_rails(self) -> List[Rail]:
         seen = set()
@@ -109,9 +122,11 @@ class SysfsBackend(Backend):
         return rails
 
     def _find_gpu_devfreq(self) -> Optional[Path]:
+        """The integrated GPU's devfreq node, by its device-tree node name (never by number or path)."""
         for node in sorted(self.root.glob("class/devfreq/*")):
-            if _read(node / "device/of_node/name") == "gpu":
-                return node / "cur_freq"
+            name = (_read(node / "device/of_node/name") or "").strip("\x00").lower()
+            if name in _GPU_NODE_NAMES or "gpu" in name:
+                return node
         return None
 
     def read(self) -> Optional[Sample]:

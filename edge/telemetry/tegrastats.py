@@ -3,9 +3,11 @@
 The parser handles every layout seen across JetPack 4-7: an optional ``MM-DD-YYYY HH:MM:SS`` prefix, tokens in
 any order and present or not (root-only EMC/GR3D clocks and engines), rails as ``cur/avg`` in plain mW, with
 ``mW`` units, or with a third value, ``GR3D_FREQ`` as ``X%``, ``X%@MHz``, ``X%@[f0,f1]`` or ``@[f,...]``, engines
-as ``NAME MHz``/``NAME_FREQ @MHz``/``NAME off``, and temperatures with one or two values or ``-256`` (offline).
-Only the first rail value is used as power; the second is tegrastats' running average since it started.
-tegrastats never reports DLA utilisation, only its clock or ``off``.
+as ``NAME MHz``/``NAME_FREQ @MHz``/``NAME off`` and, from L4T R36.4, active engines as ``NAME X%@MHz`` (``NVENC
+79%@166 ... VIC 36%@115`` on an AGX Orin, R36.4.4: github.com/lesomnus/tegra-exporter, receiver/tegrastatsreceiver
+tests), and temperatures with one or two values or ``-256`` (offline). Only the first rail value is used as power;
+the second is tegrastats' running average since it started. Older lines give a DLA's clock or ``off`` only; the
+R36.4 form also gives its load, kept as ``util_pct``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ _CPU_CORE = re.compile(r"^(\d+)%(?:@(\d+))?$")
 _EMC = re.compile(r"\bEMC_FREQ (\d+)%(?:@(\d+))?")
 # GR3D2_FREQ is the second GPU entry early JetPack 5 printed on Orin; Thor prints no percentage at all.
 _GR3D = re.compile(r"\bGR3D(2?)_FREQ (?:(\d+)%)?(?:@(?:\[([\d,]+)\]|(\d+)))?")
-_ENGINE = re.compile(r"\b(APE|VIC|OFA|MSENC|SE|CVNAS|NVENC\d?|NVDEC\d?|NVJPG\d?|PVA\d|NVDLA\d)(?:_FREQ)? (off|@?\d+)(?=\s|$)")
+_ENGINE = re.compile(
+    r"\b(APE|VIC|OFA|MSENC|SE|CVNAS|NVENC\d?|NVDEC\d?|NVJPG\d?|PVA\d|NVDLA\d)(?:_FREQ)? (off|(?:(\d+)%@)?@?(\d+))(?=\s|$)"
+)
 _MTS = re.compile(r"\bMTS fg (\d+)% bg (\d+)%")
 _TEMP = re.compile(r"(?<![\w%])([A-Za-z]\w*)@(-?\d+(?:\.\d+)?)C(?:/(-?\d+(?:\.\d+)?)C)?")
 _RAIL = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)(?:mW)?/(\d+)(?:mW)?(?:/(\d+)(?:mW)?)?(?=\s|$)")
@@ -91,13 +95,22 @@ def parse_line(line: str, t_mono: float = 0.0, backend: str = "tegrastats") -> S
                 extras["gpc_freq_mhz"] = gpcs
 
     engines: Dict[str, Optional[float]] = {}
+    loads: Dict[str, float] = {}
     for m in _ENGINE.finditer(line):
-        engines[m.group(1)] = None if m.group(2) == "off" else float(m.group(2).lstrip("@"))
+        name = m.group(1)
+        engines[name] = None if m.group(2) == "off" else float(m.group(4))
+        if m.group(3) is not None:
+            loads[name] = float(m.group(3))
     for name, mhz in engines.items():
         if name.startswith("NVDLA"):
-            s.dla["DLA" + name[5:]] = {"online": mhz is not None, "freq_mhz": mhz}
+            state: Dict[str, Any] = {"online": mhz is not None, "freq_mhz": mhz}
+            if name in loads:
+                state["util_pct"] = loads[name]
+            s.dla["DLA" + name[5:]] = state
     if engines:
         extras["engines_mhz"] = {k: v for k, v in engines.items() if not k.startswith("NVDLA")}
+    if any(not k.startswith("NVDLA") for k in loads):
+        extras["engines_util_pct"] = {k: v for k, v in loads.items() if not k.startswith("NVDLA")}
 
     m = _MTS.search(line)
     if m:

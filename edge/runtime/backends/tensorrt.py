@@ -7,10 +7,18 @@ Frames overlap on the GPU: the backend owns ``buffer_sets`` sets of (execution c
 host and device buffer per I/O tensor), all allocated once. ``submit`` enqueues upload, inference and download of
 one frame on a free set's stream and returns at once; ``collect`` waits for that frame and copies its outputs out.
 With two sets, frame k+1 uploads while frame k computes and frame k-1 downloads.
+
+Contexts and optimisation profiles (NvInferRuntime.h of 8.5.2, 8.6.1 and 10.3.0): on an engine with dynamic inputs
+every context in concurrent use needs its own profile. Before 9.0 a second context has none until one is selected
+(8.5: only the first context gets profile 0; 8.6: only while no other context holds it); from 9.0 every new context
+shares profile 0. So each buffer set selects profile i with ``set_optimization_profile_async(i, its stream)`` before
+setting shapes, and an engine with fewer profiles than buffer sets runs that many sets (edge-build makes one
+identical profile per buffer set). An engine without dynamic inputs needs no selection: every context uses profile 0.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -21,11 +29,14 @@ import numpy as np
 
 from edge.errors import EdgeError, RunFailed
 from edge.lazy import require
-from edge.manifest import read_l4t, read_manifest
+from edge.manifest import read_l4t
 from edge.runtime.backends import TensorInfo
 from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, driver, timing_event
-from edge.runtime.engine_gate import DeviceFacts, gate
+from edge.runtime.engine_gate import DeviceFacts, check_platform, choose_dla_core, verify_manifest
 from edge.runtime.preprocess import PreprocessSpec, Transform
+
+log = logging.getLogger("edge.run")
+BUFFER_SETS = 2  # frames in flight; edge-build gives a dynamic engine one optimisation profile per set
 
 # TensorRT DataType member name <-> numpy dtype; members missing from an older TensorRT (INT64 before 10) are skipped.
 DTYPES: Tuple[Tuple[str, str], ...] = (
@@ -74,9 +85,9 @@ class IOTensor:
         return TensorInfo(self.name, self.shape, self.dtype)
 
 
-def plan_io(trt: Any, engine: Any, context: Any) -> List[IOTensor]:
-    """Every I/O tensor's shape and dtype, inputs first. Dynamic inputs take the optimisation profile's opt shape
-    (set on ``context``); output shapes then come from the engine through that context."""
+def plan_io(trt: Any, engine: Any, context: Any, profile: int = 0) -> List[IOTensor]:
+    """Every I/O tensor's shape and dtype, inputs first. Dynamic inputs take ``profile``'s opt shape (set on
+    ``context``, which must hold that profile); output shapes then come from the engine through that context."""
     names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
     linear = getattr(getattr(trt, "TensorFormat", None), "LINEAR", None)
     inputs, outputs = [], []
@@ -94,7 +105,7 @@ def plan_io(trt: Any, engine: Any, context: Any) -> List[IOTensor]:
     for name in inputs:
         shape = tuple(engine.get_tensor_shape(name))
         if any(d < 0 for d in shape):
-            shape = tuple(engine.get_tensor_profile_shape(name, 0)[1])  # (min, opt, max) of profile 0
+            shape = tuple(engine.get_tensor_profile_shape(name, profile)[1])  # (min, opt, max)
         if not context.set_input_shape(name, shape):
             raise EdgeError(f"engine input '{name}': TensorRT rejects shape {list(shape)}")
         plan.append(IOTensor(name, True, shape, numpy_dtype(trt, engine.get_tensor_dtype(name))))
@@ -106,15 +117,62 @@ def plan_io(trt: Any, engine: Any, context: Any) -> List[IOTensor]:
     return plan
 
 
+def is_dynamic(trt: Any, engine: Any) -> bool:
+    """Whether an input has a -1 dimension (a --shape-pinned dynamic ONNX keeps them in the engine)."""
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT and any(d < 0 for d in engine.get_tensor_shape(name)):
+            return True
+    return False
+
+
+def set_profiles(trt: Any, engine: Any, wanted: int) -> List[Optional[int]]:
+    """The optimisation profile each buffer set selects (None: no selection needed), one entry per set.
+
+    Only profiles whose opt shapes equal profile 0's are used, since the buffers are made once for that shape.
+    """
+    if not is_dynamic(trt, engine):
+        return [None] * wanted
+    inputs = [
+        name
+        for name in (engine.get_tensor_name(i) for i in range(engine.num_io_tensors))
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+    ]
+
+    def opt(profile: int) -> List[Tuple[int, ...]]:
+        return [tuple(engine.get_tensor_profile_shape(n, profile)[1]) for n in inputs]
+
+    usable = 1
+    while usable < min(wanted, int(engine.num_optimization_profiles)) and opt(usable) == opt(0):
+        usable += 1
+    if usable < wanted:
+        log.warning(
+            "engine has %d optimization profile(s) for its dynamic inputs: %d buffer set(s) instead of %d, frames do not "
+            "overlap on the GPU; rebuild it with edge-build, which adds one profile per buffer set",
+            engine.num_optimization_profiles,
+            usable,
+            wanted,
+        )
+    return list(range(usable))
+
+
 def load_engine(
-    trt: Any, engine_path: Path, here_cc: str, requested_core: Optional[int], l4t: Optional[Dict[str, str]], logger: Any
+    trt: Any,
+    engine_path: Path,
+    here_cc: str,
+    requested_core: Optional[int],
+    l4t: Optional[Dict[str, str]],
+    logger: Any,
+    manifest: Optional[Dict[str, Any]] = None,
 ) -> Tuple[Any, Any, Optional[int]]:
     """Gate, then deserialise: (runtime, engine, DLA core in use or None). The DLA core is set on the runtime
     *before* deserialising; that is the only point at which TensorRT lets a runtime pick the core."""
-    manifest = read_manifest(engine_path)
+    if manifest is None:
+        manifest = verify_manifest(engine_path)
     runtime = trt.Runtime(logger)
     facts = DeviceFacts(str(trt.__version__), here_cc, int(runtime.num_DLA_cores), **(l4t or {}))
-    core = gate(engine_path, manifest, facts, requested_core)
+    check_platform(engine_path, manifest, facts)
+    core = choose_dla_core(engine_path, manifest, requested_core, facts)
     if core is not None:
         runtime.DLA_core = core
     engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
@@ -126,16 +184,25 @@ def load_engine(
 class _BufferSet:
     """One frame's worth of everything: execution context, stream, events and a buffer per I/O tensor."""
 
-    def __init__(self, context: Any, io: List[IOTensor]) -> None:
+    def __init__(self, context: Any, profile: Optional[int]) -> None:
         self.context = context
         self.stream = driver().Stream()
-        self.buffers = {t.name: HostDeviceBuffer(t.shape, t.dtype) for t in io}
+        self.buffers: Dict[str, HostDeviceBuffer] = {}
         self.frame: Optional[HostDeviceBuffer] = None  # the raw frame, with GPU preprocessing
         self.events = {k: timing_event() for k in _EVENTS}
+        # The profile goes on this set's own stream, which later enqueues on this context, so the copies TensorRT may
+        # queue for the switch are ordered before the first inference (setOptimizationProfileAsync's contract).
+        if profile is not None and not context.set_optimization_profile_async(profile, self.stream.handle):
+            raise EdgeError(f"TensorRT refuses optimization profile {profile} for a buffer set (its log above says why)")
+
+    def bind(self, io: List[IOTensor]) -> None:
+        """Allocate the buffers, then give the context its input shapes and tensor addresses."""
+        self.buffers = {t.name: HostDeviceBuffer(t.shape, t.dtype) for t in io}
         for t in io:
-            if t.is_input and not context.set_input_shape(t.name, t.shape):
+            if t.is_input and not self.context.set_input_shape(t.name, t.shape):
                 raise EdgeError(f"engine input '{t.name}': TensorRT rejects shape {list(t.shape)}")
-            context.set_tensor_address(t.name, self.buffers[t.name].ptr)
+            if not self.context.set_tensor_address(t.name, self.buffers[t.name].ptr):
+                raise EdgeError(f"engine tensor '{t.name}': TensorRT rejects its buffer address")
 
     def free(self) -> None:
         for buf in self.buffers.values():
@@ -162,15 +229,17 @@ class TensorRTBackend:
         self,
         engine_path: str,
         dla_core: Optional[int] = None,
-        buffer_sets: int = 2,
+        buffer_sets: int = BUFFER_SETS,
         device_index: int = 0,
         trt: Any = None,
         l4t_file: str = "/etc/nv_tegra_release",
     ) -> None:
         if buffer_sets < 1:
             raise ValueError("buffer_sets must be >= 1")
-        self._trt = trt or require("tensorrt", "the TensorRT backend")
         self.engine_path = Path(engine_path)
+        # The file checks need neither TensorRT nor CUDA: a tampered or half-copied engine is named as such anywhere.
+        manifest = verify_manifest(self.engine_path)
+        self._trt = trt or require("tensorrt", "the TensorRT backend")
         self._cuda = CudaContext(device_index)
         self._slots: List[_BufferSet] = []
         self._free: Deque[_BufferSet] = deque()
@@ -185,13 +254,27 @@ class TensorRTBackend:
             with self._cuda.active():
                 self._logger = self._trt.Logger(self._trt.Logger.WARNING)
                 self._runtime, self._engine, self.dla_core = load_engine(
-                    self._trt, self.engine_path, self._cuda.compute_capability, dla_core, read_l4t(l4t_file), self._logger
+                    self._trt,
+                    self.engine_path,
+                    self._cuda.compute_capability,
+                    dla_core,
+                    read_l4t(l4t_file),
+                    self._logger,
+                    manifest,
                 )
-                contexts = [self._engine.create_execution_context() for _ in range(buffer_sets)]
-                if any(c is None for c in contexts):
-                    raise EdgeError(f"engine '{engine_path}': TensorRT could not create an execution context (out of memory?)")
-                self.io = plan_io(self._trt, self._engine, contexts[0])
-                self._slots = [_BufferSet(c, self.io) for c in contexts]
+                # Context i is created only after context i-1 holds its profile: the profile a new context gets
+                # depends on what the others hold (8.6), and a refused selection names the set it broke.
+                for profile in set_profiles(self._trt, self._engine, buffer_sets):
+                    context = self._engine.create_execution_context()
+                    if context is None:
+                        raise EdgeError(
+                            f"engine '{engine_path}': TensorRT could not create an execution context (out of memory?)"
+                        )
+                    slot = _BufferSet(context, profile)
+                    self._slots.append(slot)
+                    if len(self._slots) == 1:
+                        self.io = plan_io(self._trt, self._engine, context, profile or 0)
+                    slot.bind(self.io)
                 self._free.extend(self._slots)
                 self._origin = timing_event()
                 self._origin.record()

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer
+from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, driver
 from edge.runtime.preprocess import PreprocessSpec, Transform, plan_resize
 
 KERNEL_SOURCE = Path(__file__).with_name("preprocess.cu")
@@ -80,6 +80,14 @@ def _kernel_module(ctx: CudaContext) -> Any:
     return ctx.cache["preprocess"]
 
 
+class _Tables:
+    """A frame size's kernel arguments on the GPU, and the event that says their upload is done."""
+
+    def __init__(self, params: np.void, xtab: HostDeviceBuffer, ytab: HostDeviceBuffer, ready: Any, stream: Any) -> None:
+        self.params, self.xtab, self.ytab, self.ready = params, xtab, ytab, ready
+        self.streams = {stream.handle}  # streams already ordered after the upload
+
+
 class GpuPreprocessor:
     """Frame -> network input on the GPU; ``enqueue`` needs the context current (``CudaContext.active()``)."""
 
@@ -87,16 +95,19 @@ class GpuPreprocessor:
         self.spec = spec
         with ctx.active():
             self._kernel = _kernel_module(ctx).get_function(f"preprocess_{spec.dtype}")
-        # per frame size: (Params, device tap tables); a camera has one size, so this is filled once
-        self._sizes: Dict[Tuple[int, int], Tuple[np.void, HostDeviceBuffer, HostDeviceBuffer]] = {}
+        # per frame size; a camera has one size, so this is filled once
+        self._sizes: Dict[Tuple[int, int], _Tables] = {}
         self._grid = ((spec.width + _BLOCK[0] - 1) // _BLOCK[0], (spec.height + _BLOCK[1] - 1) // _BLOCK[1], 1)
 
     def transform(self, frame: np.ndarray) -> Transform:
         """The frame's geometry alone: all the CPU has to do for a frame on the GPU path (no CUDA call)."""
         return plan_resize(self.spec, frame.shape[1], frame.shape[0])[2]
 
-    def _tables(self, w: int, h: int, stream: Any) -> Tuple[np.void, HostDeviceBuffer, HostDeviceBuffer]:
-        if (w, h) not in self._sizes:
+    def _tables(self, w: int, h: int, stream: Any) -> _Tables:
+        """The tables of a frame size, uploaded on the first stream that needs them. Another stream waits for that
+        upload (an event) before its first launch: work on different streams is unordered otherwise."""
+        tables = self._sizes.get((w, h))
+        if tables is None:
             params, xtab, ytab = kernel_params(self.spec, w, h)
             bufs = []
             for table in (xtab, ytab):
@@ -104,8 +115,14 @@ class GpuPreprocessor:
                 buf.host[:] = table
                 buf.upload(stream)
                 bufs.append(buf)
-            self._sizes[(w, h)] = (params, bufs[0], bufs[1])
-        return self._sizes[(w, h)]
+            cuda = driver()
+            ready = cuda.Event(cuda.event_flags.DISABLE_TIMING)
+            ready.record(stream)
+            tables = self._sizes[(w, h)] = _Tables(params, bufs[0], bufs[1], ready, stream)
+        elif stream.handle not in tables.streams:
+            stream.wait_for_event(tables.ready)
+            tables.streams.add(stream.handle)
+        return tables
 
     def stage(self, frame: np.ndarray, staging: Optional[HostDeviceBuffer]) -> HostDeviceBuffer:
         """Copy the frame into page-locked memory (the one CPU copy of the GPU path).
@@ -132,13 +149,13 @@ class GpuPreprocessor:
     def launch(self, staging: HostDeviceBuffer, dst_ptr: int, stream: Any) -> None:
         """The kernel alone, on a frame already uploaded into ``staging``."""
         h, w = staging.host.shape[:2]
-        params, xtab, ytab = self._tables(w, h, stream)
-        args = (np.uintp(staging.ptr), np.uintp(xtab.ptr), np.uintp(ytab.ptr), np.uintp(dst_ptr), params)
+        t = self._tables(w, h, stream)
+        args = (np.uintp(staging.ptr), np.uintp(t.xtab.ptr), np.uintp(t.ytab.ptr), np.uintp(dst_ptr), t.params)
         self._kernel(*args, block=_BLOCK, grid=self._grid, stream=stream)
 
     def free(self) -> None:
         """Release the tap tables (call with the context current)."""
-        for _, xtab, ytab in self._sizes.values():
-            xtab.free()
-            ytab.free()
+        for t in self._sizes.values():
+            t.xtab.free()
+            t.ytab.free()
         self._sizes.clear()

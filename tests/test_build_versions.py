@@ -1,0 +1,223 @@
+"""edge-build on each TensorRT a JetPack ships: 8.5.2 (JetPack 5.1), 8.6.x (JetPack 6.0), 10.3 (JetPack 6.1/6.2).
+
+None of them can run here, so each test runs once per release on a stand-in ``tensorrt`` generated from that
+release's binding sources (tests/trt_standin.py): it has exactly the classes, methods, enum members and ParserError
+fields of the release, the builder drives calibrators the way the pybind11 trampolines do, and the ONNX parser
+behind it is the real TensorRT-RTX parser (so network tensors carry real parser names). pycuda is a stand-in too
+(tests/pycuda_standin.py). Kernel timing, real calibration numbers, DLA placement and the engine inspector are not
+modelled; what only a Jetson can confirm is listed in docs/verified.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.calib.cache import CalibrationCache, read_cache, version_tag, write_cache
+from tests import pycuda_standin
+from tests.conftest import require_or_skip
+from tests.trt_standin import RELEASED, VERSIONS, Machine, make_tensorrt
+
+
+@pytest.fixture(params=VERSIONS)
+def release(request, monkeypatch):
+    """(version, stand-in tensorrt, its machine, stand-in pycuda.driver) with edge's TensorRT module reset."""
+    try:
+        import tensorrt_rtx  # noqa: F401  (the parser behind the stand-in)
+    except ImportError as exc:
+        require_or_skip(False, f"TensorRT-RTX is not installed (pip install tensorrt-rtx-cu13==1.7.1.116): {exc}")
+    from edge.builder import trt as trt_api
+
+    machine = Machine(dla_cores=2, gpu=False)  # engines are not loaded back: no engine inspector here
+    driver = pycuda_standin.install(monkeypatch)
+    trt = make_tensorrt(request.param, machine)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    monkeypatch.setattr(trt_api, "_module", None)
+    monkeypatch.setattr(trt_api, "_logger", None)
+    return request.param, trt, machine, driver
+
+
+def edge_build(*argv: str) -> int:
+    from edge.builder import cli
+    from edge.errors import guard
+
+    parser = argparse.ArgumentParser(prog="edge-build")
+    cli.add_arguments(parser)
+    return guard("edge-build", cli.main, parser.parse_args(list(argv)))
+
+
+def built(machine: Machine) -> list:
+    return [c for c in machine.calls if c[0] == "built"]
+
+
+# Expected from each release's pyCore.cpp / pyInt8.cpp (the NetworkDefinitionCreationFlag members, the calibrator
+# classes, the absence of compute-capability targets, which only TensorRT-RTX has).
+CAPS = {
+    "8.5.2": dict(strongly_typed_flag=False, explicit_batch_flag=True),
+    "8.6.1": dict(strongly_typed_flag=False, explicit_batch_flag=True),
+    "10.3.0": dict(strongly_typed_flag=True, explicit_batch_flag=True),
+}
+
+
+def test_capabilities_come_from_each_release_api(release):
+    from edge.builder import trt as trt_api
+
+    version, trt, _, _ = release
+    caps = trt_api.detect(trt, trt.Builder(trt_api.logger()))
+    assert (caps.module, caps.version) == ("tensorrt", RELEASED[version])
+    assert caps.int8_flag and caps.fp16_flag and caps.calibrators and caps.minmax_calibrator and caps.weakly_typed
+    assert caps.dla_api and caps.dla_cores == 2 and caps.memory_pools and caps.timing_cache
+    assert caps.compute_capabilities == ()  # JetPack's TensorRT builds for the GPU it runs on
+    assert {k: getattr(caps, k) for k in CAPS[version]} == CAPS[version]
+
+
+def test_fp16_dla_build_with_gpu_fallback(release, demo_model, tmp_path, capsys):
+    version, trt, machine, _ = release
+    out = tmp_path / "m.engine"
+    assert edge_build(str(demo_model), "-o", str(out), "--dla", "1", "-c", "configs/build.example.yaml") == 0, (
+        capsys.readouterr().err
+    )
+    assert built(machine) == [("built", ["FP16", "GPU_FALLBACK"], 1, 1)]
+    assert ("IBuilderConfig.default_device_type", trt.DeviceType.DLA) in machine.calls
+    from edge.manifest import read_manifest
+
+    manifest = read_manifest(out)
+    assert manifest["tensorrt"] == {"version": RELEASED[version], "api": "tensorrt"}
+    assert manifest["dla"] == {"core": 1, "gpu_fallback": True} and manifest["precisions"] == ["fp32", "fp16"]
+    assert out.read_bytes() in machine.plans  # byte for byte what the builder serialised
+
+
+def test_dynamic_onnx_gets_one_profile_per_buffer_set_and_runs_on_two_buffer_sets(release, tmp_path, monkeypatch):
+    """PP-OCRv4 det keeps -1 dims in the engine; edge-build adds an identical profile per buffer set, and the
+    backend (on the lean runtime of the same release) gives each set its own."""
+    from edge.assets import resolve
+    from edge.runtime.backends.tensorrt import BUFFER_SETS, TensorRTBackend
+
+    version, trt, machine, driver = release
+    out = tmp_path / "det.engine"
+    assert edge_build(str(resolve("ppocrv4-det", quiet=True)), "-o", str(out), "--shape", "x=1x3x64x64") == 0
+    plan = machine.plans[out.read_bytes()]
+    assert plan.dynamic and len(plan.profiles) == BUFFER_SETS
+    assert all(p == {"x": ((1, 3, 64, 64),) * 3} for p in plan.profiles)
+    machine.gpu, machine.memory = True, driver.memory
+    runtime_trt = make_tensorrt(version, machine, lean=True)
+    backend = TensorRTBackend(str(out), trt=runtime_trt, l4t_file="/nonexistent")
+    try:
+        assert len(backend._slots) == BUFFER_SETS and backend.outputs[0].shape == (1, 1, 64, 64)
+        assert sorted(s.context.active_optimization_profile for s in backend._slots) == list(range(BUFFER_SETS))
+        jobs = [backend.submit({"x": np.zeros((1, 3, 64, 64), np.float32)}) for _ in range(3)]
+        for job in jobs:
+            backend.collect(job)
+        assert not [c for c in machine.calls if c[0] == "error"]
+    finally:
+        backend.close()
+
+
+def test_a_dla_build_of_a_dynamic_onnx_keeps_one_profile(release, tmp_path):
+    from edge.assets import resolve
+
+    _, _, machine, _ = release
+    out = tmp_path / "det.engine"
+    assert edge_build(str(resolve("ppocrv4-det", quiet=True)), "-o", str(out), "--shape", "x=1x3x64x64", "--dla", "0") == 0
+    assert len(machine.plans[out.read_bytes()].profiles) == 1
+
+
+def test_int8_from_images_calibrates_in_the_primary_context_and_writes_the_cache(release, demo_model, megamind_frames, tmp_path):
+    """The calibrator trampolines as pyInt8.cpp calls them: get_batch(names) -> device pointers as ints, the
+    written cache through edge's writer; pycuda's primary context, never pycuda.autoinit."""
+    import cv2
+
+    version, trt, machine, driver = release
+    images = tmp_path / "calib"
+    images.mkdir()
+    for index, frame in megamind_frames.items():
+        cv2.imwrite(str(images / f"f{index}.png"), frame)
+    cache = tmp_path / "m.cache"
+    out = tmp_path / "m.engine"
+    code = edge_build(
+        str(demo_model), "-o", str(out), "--int8", "--calib-images", str(images), "--calib-cache", str(cache),
+        "-c", "configs/build.example.yaml",
+    )  # fmt: skip
+    assert code == 0
+    assert ("calibration batches", len(megamind_frames)) in machine.calls  # batch 1: one per image
+    assert read_cache(cache).header == f"TRT-{version_tag(RELEASED[version])}-EntropyCalibration2"
+    allocations = [op for op in driver.log if op[0] == "mem_alloc"]
+    assert allocations and all(primary for *_, primary in allocations)
+    assert driver.contexts_made == [] and "pycuda.autoinit" not in sys.modules
+    assert driver.Context.get_current() is None  # nothing left current on the builder's thread
+    assert [op for op in driver.log if op[0] == "mem_free"]  # the batch buffer was freed after the build
+
+
+def test_int8_from_an_edge_calib_cache_alone(release, demo_model, tmp_path, capsys):
+    """The offline workflow on each release: the cache edge calib writes (ONNX names, this release's header) builds
+    without images; TensorRT is handed the cache fitted to the parsed network, the file is not touched."""
+    from tests.test_build_engine import onnx_name_cache
+
+    version, trt, machine, _ = release
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    before = cache.read_bytes()
+    out = tmp_path / "m.engine"
+    assert edge_build(str(demo_model), "-o", str(out), "--int8", "--calib-cache", str(cache), "--dla", "0") == 0
+    used = [c[1] for c in machine.calls if c[0] == "calibration cache used"]
+    assert len(used) == 1 and not [c for c in machine.calls if c[0] == "calibration batches"]
+    assert set(CalibrationCache.from_bytes(before).scales) <= set(CalibrationCache.from_bytes(used[0].encode()).scales)
+    assert cache.read_bytes() == before
+    assert "have no scale; TensorRT runs the layers that touch them in FP16/FP32" in capsys.readouterr().err
+
+
+def test_a_cache_for_another_release_stops_a_build_without_images(release, demo_model, tmp_path, capsys):
+    from tests.test_build_engine import onnx_name_cache
+
+    version, _, machine, _ = release
+    other = {"8.5.2": "10.3.0", "8.6.1": "8.5.2", "10.3.0": "8.6.2"}[version]
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(other)))
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"tag {version_tag(other)}, this is {RELEASED[version]}" in err[0] and "--calib-images" in err[0]
+    assert built(machine) == []
+
+
+def test_minmax_with_dla_is_refused_with_the_way_to_minmax_scales(release, demo_model, tmp_path, capsys):
+    cache = tmp_path / "m.cache"
+    cache.write_text("TRT-8502-EntropyCalibration2\ninput:0: 3c010204\n")
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache)]
+    assert edge_build(*argv, "--dla", "0", "--calib-method", "minmax") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the required calibrator for DLA" in err[0] and "edge calib MODEL --method minmax" in err[0]
+
+
+def test_a_node_the_parser_cannot_import_is_named_on_every_release(release, tmp_path, capsys):
+    """8.5 and 8.6 ParserError has no node_name()/node_operator() (pyOnnx.cpp): the name comes from the ONNX file."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], name="conv")
+    weird = helper.make_node("FrobnicateNMS", ["c"], ["y"], name="postprocess", domain="com.example")
+    w = onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), "float32"), "w")
+    graph = helper.make_graph([conv, weird], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert edge_build(str(path), "-o", str(tmp_path / "m.engine")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "TensorRT cannot import node 1 'postprocess' (op FrobnicateNMS)" in err[0]
+
+
+def test_refusals_that_depend_on_the_machine(release, demo_model, tmp_path, capsys):
+    version, _, machine, _ = release
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "2") == 2
+    assert "this Jetson has 2 DLA core(s), numbered 0 to 1" in capsys.readouterr().err
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--target-cc", "8.7") == 2
+    assert "builds only for the GPU it runs on" in capsys.readouterr().err
+    machine.dla_cores = 0  # Orin Nano
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "0") == 2
+    assert "this machine has no DLA" in capsys.readouterr().err
+    assert built(machine) == [] and not list(Path(tmp_path).iterdir())
