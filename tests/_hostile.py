@@ -75,6 +75,8 @@ class Outcome:
             f"{' (TIMED OUT)' if self.timed_out else ''}\n--- stderr ---\n{self.err[-3000:]}\n--- stdout ---\n{self.out[-1500:]}"
         )
 
+    __repr__ = __str__  # pytest shows an assertion's message with repr()
+
 
 def limits(
     fsize: Optional[int] = None,

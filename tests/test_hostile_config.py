@@ -233,7 +233,7 @@ def _takes_a_float(action: argparse.Action) -> bool:
 def _float_flags() -> List[Tuple[str, str]]:
     """(command, --flag) for every option of every command whose value is a float."""
     out = []
-    for name in ("edge-run", "edge-build", "calib", "deploy", "telemetry", "dla", "report", "assets", "service"):
+    for name in [{"run": "edge-run", "build": "edge-build"}.get(c, c) for c in cli.COMMANDS]:
         parser = command_parser(name)
         parsers = [parser]
         for a in parser._actions:
@@ -268,6 +268,9 @@ def float_flag_argv(work: Path, base: Path, tmp_path_factory: pytest.TempPathFac
     log = d / "tegrastats.log"
     log.write_text("\n".join(REAL_LINES) + "\n")
     engine = write_engine(d, b"plan")
+    root = d / "root"  # an installed service, for `edge service check --dry-run`
+    o = call(["service", "install", "front", "--config", d / "front.yaml", "--root", root, "--edge-run", "/bin/true"])
+    assert o.code == 0, o
     return {
         "edge-run": (cli.run_main, ["-c", base, "--check"]),
         "edge-build": (cli.build_main, [work / "tiny.onnx", "-o", d / "never.engine", "--dla", "0"]),
@@ -277,6 +280,7 @@ def float_flag_argv(work: Path, base: Path, tmp_path_factory: pytest.TempPathFac
             ["deploy", "nobody@127.0.0.1", "--name", "front", "--engine", engine, "--config", d / "front.yaml", "-p", "9"],
         ),
         "telemetry": (cli.main, ["telemetry", "parse", "--tegrastats", log]),
+        "service": (cli.main, ["service", "check", "front", "--root", root, "--dry-run"]),
     }
 
 

@@ -243,6 +243,7 @@ OUTPUTS: List[Tuple[str, str, List[str], str]] = [
     ("calib --qdq", "calib", ["{w}/tiny.onnx", "--images", "{w}/imgs", "--cache", "{w}/c.cache", "--qdq", "{out}"], "--qdq"),
     ("dla --json", "dla", ["{w}/tiny.onnx", "--target", "orin", "--json", "{out}"], "--json"),
     ("dla --fix", "dla", ["{w}/tiny.onnx", "--target", "orin", "--fix", "{out}"], "--fix"),
+    ("doctor --json", "doctor", ["--no-build", "--no-service", "--json", "{out}"], "--json"),
 ]
 
 

@@ -34,7 +34,7 @@ from edge.builder.config import BuildConfig  # noqa: E402
 from edge.config import RunConfig  # noqa: E402
 
 from ._deploytools import write_engine  # noqa: E402
-from ._hostile import Outcome, assert_clean, call, command_parser, demo_config, images, onnx_conv  # noqa: E402
+from ._hostile import Outcome, assert_clean, assert_no_traceback, call, command_parser, demo_config, images, onnx_conv  # noqa: E402
 from .test_telemetry_tegrastats import REAL_LINES  # noqa: E402
 
 # ci: the same examples on every run, no shrinking (a failing example is reported as found: shrinking a case that
@@ -270,6 +270,7 @@ def _templates(w: Dict[str, Path]) -> Dict[str, Tuple[Any, List[object], str]]:
         "telemetry": (cli.main, ["telemetry", "parse", "--tegrastats", w["tegra"]], "telemetry"),
         "report": (cli.main, ["report", out / "report-run"], "report"),
         "assets": (cli.main, ["assets", "path", "blazeface-back-256"], "assets"),
+        "doctor": (cli.main, ["doctor", "--no-build", "--no-service"], "doctor"),
     }
 
 
@@ -292,7 +293,8 @@ def _slots(command: str) -> List[Tuple[str, Optional[str]]]:
     return sorted(set(slots), key=str)
 
 
-COMMANDS = ["edge-run", "edge-build", "calib", "dla", "deploy", "service", "telemetry", "report", "assets"]
+# Every command edge has, as a user reaches it: a new command fails test_the_flag_walk... until it has a template.
+COMMANDS = [{"run": "edge-run", "build": "edge-build"}.get(name, name) for name in cli.COMMANDS]
 POSITIONAL_INDEX = {  # where each positional's value sits in the template
     ("edge-build", "model"): 0,
     ("calib", "model"): 1,
@@ -316,6 +318,8 @@ def test_the_flag_walk_finds_every_command_and_its_flags() -> None:
     ]:
         assert expected in flags
     assert {c for c, _ in flags} == set(COMMANDS)  # every command has at least --log-level
+    missing = set(COMMANDS) - set(_templates({k: Path("/") for k in ("base", "tiny", "imgs", "out", "engine", "front", "tegra")}))
+    assert not missing, f"commands without a template here, so no generated values reach them: {missing}"
 
 
 def _argv_with(template: List[object], command: str, slot: Tuple[str, Optional[str]], value: str) -> List[object]:
@@ -339,6 +343,8 @@ def test_any_value_for_any_flag(world, command: str) -> None:
     if command == "report" and not report_run.exists():
         shutil.copytree(world["run"], report_run)
     codes = (0, 2, *DEPLOY_STEP_CODES) if command == "deploy" else (0, 2)
+    if command == "doctor":
+        codes = (0, 1, 2)  # 1: a check failed (this is not a Jetson), said on stdout
 
     @examples({"edge-run": 20, "edge-build": 8, "calib": 12, "report": 5}.get(command, 20))
     @given(slot=st.sampled_from(_slots(command)), value=st.one_of(TEXT, _paths(world)))
@@ -346,6 +352,9 @@ def test_any_value_for_any_flag(world, command: str) -> None:
         if command == "deploy" and any(k in value.lower() for k in _SSH_COMMANDS):
             return
         o = attempt(world, _argv_with(template, command, slot, value), main=main)
+        if command == "doctor" and o.code == 1:
+            assert_no_traceback(o)
+            return
         judged(o, name, codes)
 
     attack()
