@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Callable
 
 # More threads than this is a typo or an attack (each costs a stack); ONNX Runtime gains nothing past the cores.
 MAX_THREADS = 256
@@ -23,20 +24,6 @@ def finite_float(text: str) -> float:
     return value
 
 
-def positive_float(text: str) -> float:
-    value = finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text[:40]!r}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text[:40]!r}")
-    return value
-
-
 def _int(text: str) -> int:
     try:
         return int(text)
@@ -44,18 +31,20 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
 
 
-def positive_int(text: str) -> int:
-    value = _int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {text[:40]!r}")
-    return value
+def _at_least(parse: Callable[[str], Any], bound: float, strict: bool, what: str) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        value = parse(text)
+        if value < bound or (strict and value == bound):
+            raise argparse.ArgumentTypeError(f"expected {what} {'>' if strict else '>='} {bound:g}, got {text[:40]!r}")
+        return value
+
+    return check
 
 
-def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text[:40]!r}")
-    return value
+positive_float = _at_least(finite_float, 0, True, "a number")
+non_negative_float = _at_least(finite_float, 0, False, "a number")
+positive_int = _at_least(_int, 0, True, "an integer")
+non_negative_int = _at_least(_int, 0, False, "an integer")
 
 
 def threads(text: str) -> int:

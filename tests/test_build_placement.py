@@ -147,3 +147,39 @@ def test_the_form_before_8_6_still_parses():
     assert len(facts.layers) == 11 and {x.precision for x in facts.layers} == {"FP32"}
     assert facts.layers[-1].outputs == ["(Unnamed Layer* 13) [TopK]_output_1", "(Unnamed Layer* 13) [TopK]_output_2"]
     assert transitions(facts.layers) == 0
+
+
+def test_prebuild_pass_names_the_reason_for_the_builders_own_layers():
+    """edge-build's pre-build pass uses edge dla's predictor: TensorRT's layer names, the builder's
+    reshape_after_<node> included, find the verdict of the ONNX node they come from (fake config and network:
+    no TensorRT with a DLA here)."""
+    import pytest
+
+    pytest.importorskip("onnx")
+    from edge.builder.placement import prebuild_pass
+    from edge.dla.predict import predict
+    from tests.dla_corpus.models import tutorial_model_bn
+
+    prediction = predict(tutorial_model_bn(), "orin", "8.5", {"input": (32, 3, 32, 32)}, "int8")
+
+    class Layer:
+        def __init__(self, name, kind):
+            self.name, self.type = name, kind
+
+    layers = [Layer("Conv_0", "CONVOLUTION"), Layer("GlobalAveragePool_8", "REDUCE"), Layer("reshape_after_Gemm_15", "SHUFFLE")]
+
+    class Network:
+        num_layers = len(layers)
+
+        def get_layer(self, i):
+            return layers[i]
+
+    class Config:
+        def can_run_on_DLA(self, layer):
+            return layer.type == "CONVOLUTION"
+
+    result = prebuild_pass(Config(), Network(), prediction)
+    why = {g["name"]: g["why"] for g in result["gpu_layers"]}
+    assert why["GlobalAveragePool_8"].endswith("[pool.global]")
+    assert "reshape_after_Gemm_15" in why and result["can_run_on_dla"] == 1
+    assert result["prediction"]["summary"]["subgraphs"] == 2

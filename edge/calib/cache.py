@@ -62,6 +62,10 @@ def writable(scale: float) -> bool:
         return False
 
 
+def _fits(name: str, scale: float) -> bool:
+    return writable(scale) and "\n" not in name and "\r" not in name
+
+
 @dataclass
 class CalibrationCache:
     trt_version: int  # the integer tag of the header
@@ -73,19 +77,22 @@ class CalibrationCache:
         return f"TRT-{self.trt_version}-{self.algorithm}"
 
     def unwritable(self) -> List[str]:
-        """Tensors whose scale is not positive and finite: ``to_bytes`` leaves them out."""
-        return [name for name, s in self.scales.items() if not writable(s)]
+        """Tensors a cache cannot hold: a scale that is not positive and finite, or a name with a line break in it
+        (the format is one line per tensor). ``to_bytes`` leaves them out."""
+        return [name for name, s in self.scales.items() if not _fits(name, s)]
 
     def to_bytes(self) -> bytes:
-        lines = [self.header] + [f"{name}: {scale_to_hex(s)}" for name, s in self.scales.items() if writable(s)]
-        return ("\n".join(lines) + "\n").encode("ascii")
+        # Names are TensorRT's tensor names, which come from the ONNX file as UTF-8; TensorRT's own caches carry
+        # them byte for byte, so non-ASCII names are written as UTF-8 too.
+        lines = [self.header] + [f"{name}: {scale_to_hex(s)}" for name, s in self.scales.items() if _fits(name, s)]
+        return ("\n".join(lines) + "\n").encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes, origin: str = "calibration cache") -> CalibrationCache:
         try:
-            text = data.decode("ascii")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise EdgeError(f"{origin}: not a TensorRT calibration cache (not ASCII text)") from None
+            raise EdgeError(f"{origin}: not a TensorRT calibration cache (not text)") from None
         lines = [line for line in text.splitlines() if line.strip()]
         m = _HEADER.match(lines[0].strip()) if lines else None
         if m is None:

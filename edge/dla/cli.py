@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-TRT_CHOICES = ("8.5", "10.3", "10.7", "11.4")  # dla_rules.TRT_VERSIONS, repeated so --help imports nothing heavy
+TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # rules.TRT_VERSIONS, repeated so --help imports nothing heavy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,7 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--target", required=True, choices=("orin", "xavier"), help="DLA generation (Jetson AGX/NX Orin or Xavier)"
     )
     parser.add_argument(
-        "--trt", choices=TRT_CHOICES, help="TensorRT version of the JetPack (default: 10.3 on Orin, 8.5 on Xavier)"
+        "--trt",
+        choices=TRT_CHOICES,
+        help="TensorRT of the JetPack: 8.5 (JetPack 5), 8.6 (6.0), 10.3 (6.1/6.2), 10.7, 11.4 (7.2.2+); default 10.3 on Orin, 8.5 on Xavier",
     )
     parser.add_argument(
         "--shape", action="append", default=[], metavar="NAME=1x3xHxW", help="static shape of a dynamic input (repeat per input)"
@@ -50,7 +52,12 @@ def render(report: Any) -> List[str]:
         device = f"DLA:{n.subgraph}" if n.device == "DLA" else "GPU"
         reason = n.reason or (f"fuses into {n.fused_into}" if n.fused_into else "")
         layer = n.layer if len(n.layer) <= 16 else n.layer.split("(")[0] + "…"
+        if n.unconfirmed:
+            reason = (reason + "; " if reason else "") + "unconfirmed: " + ", ".join(n.unconfirmed)
         lines.append(f"{_cut(n.name, width):{width}}  {n.op:18} {layer:16} {device:7} {reason}".rstrip())
+        extra = [t for t in n.trt_layers if not t.endswith(": " + n.name)]
+        if len(n.trt_layers) > 1 and extra:
+            lines.append(f"{'':{width}}    build log: " + "; ".join(extra))
     s = report.summary()
     lines += [
         "",
@@ -65,6 +72,12 @@ def render(report: Any) -> List[str]:
     if s["gpu_by_rule"]:
         lines.append("on GPU because of: " + ", ".join(f"{rule} x{count}" for rule, count in s["gpu_by_rule"].items()))
     lines += [f"warning: {f}" for f in report.findings]
+    if report.unconfirmed_rules():
+        lines.append(
+            "rules no source settles (marked 'unconfirmed'): "
+            + ", ".join(report.unconfirmed_rules())
+            + "; --json lists each rule's sources"
+        )
     lines.append("prediction only: confirm with config.can_run_on_DLA() and the 'Layers Running on DLA' build log on the device")
     return lines
 

@@ -1,10 +1,11 @@
 """Offline DLA placement prediction: which ONNX nodes TensorRT will run on the DLA, from the graph alone.
 
-Each ONNX node is mapped to the TensorRT layer the ONNX parser makes of it, checked against the limits table
-for the target (``dla_rules.TABLES``), then the DLA-eligible layers are grouped the way TensorRT builds
-loadables: connected DLA layers merge into one subgraph unless that would route a path out through the GPU
-and back in. Subgraphs past the per-core cap go to GPU, as TensorRT does. This is a prediction: confirm it
-with ``config.can_run_on_DLA`` and the build log on the device.
+Each ONNX node is mapped to the TensorRT layers the ONNX parser of the chosen release makes of it
+(``lowering.lower``), checked against the limits table for the target (``rules.TABLES``), then the DLA-eligible
+layers are grouped the way TensorRT builds loadables: connected DLA layers merge into one subgraph unless that
+would route a path out through the GPU and back in. Subgraphs past the per-core cap go to GPU, as TensorRT does.
+This is a prediction, held against published build logs in tests/dla_corpus: confirm it with
+``config.can_run_on_DLA`` and the build log on the device.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
+from edge.dla.lowering import lower
 from edge.dla.rules import RULES, Limits, limits_for
 from edge.errors import EdgeError
 from edge.graph.model import PASSTHROUGH, Graph, attrs, is_static, prepare
@@ -33,6 +35,8 @@ _UNARY = {"Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Sin", "Cos", "Tan",
 _MULTI_INPUT = _ELTWISE | _COMPARE | {"Concat", "MatMul", "Gemm", "PRelu"}
 # Runtime parameters of these ops also make their output shape unknown; the parameter is the better reason.
 _PARAMS_SET_SHAPE = {"Slice", "Split", "Resize", "Upsample"}
+# An element-wise op with a constant per-channel operand: the builder makes it a SCALE layer.
+_SCALE_OPS = {"Mul", "Add", "Sub"}
 _SHUFFLE = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
 _QUANT = {
     "QuantizeLinear",
@@ -91,12 +95,15 @@ class NodeVerdict:
     fused_into: Optional[str] = None  # the conv this BatchNorm/activation fuses into in the engine
     subgraph: Optional[int] = None
     notes: List[str] = field(default_factory=list)
+    trt_layers: List[str] = field(default_factory=list)  # "TYPE: name" as the build log prints them
+    unconfirmed: List[str] = field(default_factory=list)  # rules this verdict rests on that no source settles
 
     @property
     def reason(self) -> str:
         if self.rule is None:
             return "; ".join(self.notes)
-        return f"{self.value} [{self.rule}]"
+        mark = " unconfirmed" if RULES[self.rule].unconfirmed else ""
+        return f"{self.value} [{self.rule}{mark}]"
 
 
 @dataclass
@@ -150,6 +157,12 @@ class Report:
     def dla_flops_share(self) -> float:
         return self.dla_flops / self.flops if self.flops else 0.0
 
+    def unconfirmed_rules(self) -> List[str]:
+        """Rules this prediction rests on that no source settles (see rules.RULES[...].sources)."""
+        used = {n.rule for n in self.nodes if n.rule and RULES[n.rule].unconfirmed}
+        used |= {r for n in self.nodes for r in n.unconfirmed}
+        return sorted(used)
+
     def gpu_by_rule(self) -> Dict[str, int]:
         counts: Dict[str, int] = {}
         for n in self.nodes:
@@ -176,7 +189,7 @@ class Report:
         }
 
     def to_dict(self) -> Dict[str, Any]:
-        used = {n.rule for n in self.nodes if n.rule}
+        used = {n.rule for n in self.nodes if n.rule} | set(self.unconfirmed_rules())
         return {
             "model": self.model,
             "target": self.target,
@@ -187,6 +200,7 @@ class Report:
             "dynamic_inputs": self.dynamic_inputs,
             "summary": self.summary(),
             "findings": self.findings,
+            "unconfirmed_rules": self.unconfirmed_rules(),
             "subgraphs": [asdict(s) for s in self.subgraphs],
             "nodes": [{**asdict(n), "reason": n.reason} for n in self.nodes],
             "legend": "reason = the value that broke the rule [rule id]; see 'rules' for each rule's limit and sources",
@@ -284,6 +298,10 @@ def _check_deconv(ctx: _Ctx, node: Any) -> Broken:
         return "deconv.kernel", f"kernel {_x(kernel)}"
     if not _deconv_dims_ok(strides, ctx.lim):
         return "deconv.stride", f"stride {_x(strides)}"
+    lo, hi = ctx.lim.deconv_square_gap
+    for what, dims in (("kernel", kernel), ("stride", strides)):
+        if len(dims) == 2 and dims[0] == dims[1] and lo <= dims[0] <= hi:
+            return "deconv.square", f"square {what} {_x(dims)}"
     pads = list(a.get("pads", [])) + list(a.get("output_padding", []))
     if any(pads) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return "deconv.pad", f"padding {_x(pads) if pads else a['auto_pad']}"
@@ -330,9 +348,42 @@ def _check_reduce(ctx: _Ctx, node: Any) -> Broken:
 def _check_activation(ctx: _Ctx, node: Any) -> Broken:
     if node.op_type not in ctx.lim.activations:
         return "act.kind", node.op_type
-    if node.op_type == "Clip" and any(n and n not in ctx.g.consts for n in node.input[1:]):
-        return "act.kind", "Clip bounds come from runtime tensors"
+    if node.op_type == "Clip":
+        return _check_clip(ctx, node)
     return None
+
+
+def _check_clip(ctx: _Ctx, node: Any) -> Broken:
+    """DLA runs Clip only as a clipped ReLU: lower bound 0, upper bound in [1, 127]."""
+    if any(n and n not in ctx.g.consts for n in node.input[1:]):
+        return "act.clip", "Clip bounds come from runtime tensors"
+    a = attrs(node)
+    bounds = []
+    for k, (key, default) in enumerate((("min", -np.inf), ("max", np.inf)), start=1):
+        name = node.input[k] if len(node.input) > k else ""
+        value = ctx.const(name) if name else a.get(key, default)
+        bounds.append(float(np.asarray(value).ravel()[0]) if np.asarray(value).size else default)
+    low, high = bounds
+    if low != 0 or not 1 <= high <= ctx.lim.clip_max:
+        return "act.clip", f"Clip [{low:g}, {high:g}]"
+    return None
+
+
+def _check_scale(ctx: _Ctx, node: Any) -> Broken:
+    """A SCALE layer (BatchNormalization, or x * c / x + c with c per channel) that no convolution absorbs."""
+    g = ctx.g
+    if node.op_type != "BatchNormalization":
+        consts = [n for n in node.input if n in g.consts]
+        if len(consts) != 1 or len(node.input) != 2:
+            return None
+        c = g.consts[consts[0]]
+        if c.size <= 1 or c.ndim < 3 or sorted(c.shape)[-1] != c.size:  # scalars and full tensors stay ELEMENTWISE
+            return None
+    data = next((n for n in node.input if n not in g.consts), "")
+    host = g.nodes[g.producer[data]] if data in g.producer else None
+    if host is not None and host.op_type in ("Conv", "ConvTranspose") and len(g.consumers.get(data, [])) == 1:
+        return None  # the builder folds it into the convolution's weights
+    return "scale.standalone", f"{node.op_type} by a per-channel constant, not after a convolution"
 
 
 def _check_prelu(ctx: _Ctx, node: Any) -> Broken:
@@ -401,8 +452,11 @@ def _check_resize(ctx: _Ctx, node: Any) -> Broken:
     a, opset = attrs(node), _opset(ctx.g)
     if node.op_type == "Resize" and len(node.input) > 3 and node.input[3]:
         return "resize.scales", "output size given by 'sizes'"
-    name = node.input[2] if node.op_type == "Resize" and opset >= 11 else node.input[1]
-    scales = ctx.const(name)
+    if node.op_type == "Upsample" and "scales" in a:  # Upsample-7/8: scales are an attribute, one input
+        scales = np.asarray(a["scales"], dtype=np.float64)
+    else:
+        index = 2 if node.op_type == "Resize" and opset >= 11 else 1
+        scales = ctx.const(node.input[index]) if len(node.input) > index else None
     if scales is None:
         return "resize.scales", "scales computed at run time"
     scales = [float(s) for s in scales.ravel()]
@@ -465,7 +519,28 @@ def _check_split(ctx: _Ctx, node: Any) -> Broken:
 
 
 def _check_matmul(ctx: _Ctx, node: Any) -> Broken:
-    return None if node.input[1] in ctx.g.consts else ("matmul.weights", "both operands are runtime tensors")
+    if len(node.input) < 2 or node.input[1] not in ctx.g.consts:
+        return "matmul.weights", "both operands are runtime tensors"
+    if not _fully_connected(ctx.g, node):
+        return "matmul.fc", f"{len(ctx.g.shape(node.input[0]) or ())}-D input (the builder converts 2-D inputs only)"
+    w = ctx.g.consts[node.input[1]]
+    k, n = (w.shape[1], w.shape[0]) if attrs(node).get("transB", 0) else (w.shape[0], w.shape[1])
+    if k > ctx.lim.max_dim:
+        return "gen.dim", f"{k} input features"
+    if n > ctx.lim.max_maps:
+        return "gen.dim", f"{n} output features"
+    return None
+
+
+def _fully_connected(g: Graph, node: Any) -> bool:
+    """Gemm/MatMul that TensorRT's builder turns into a fully connected layer: 2-D input, constant 2-D weights."""
+    if node.op_type not in ("Gemm", "MatMul") or len(node.input) < 2:
+        return False
+    w, x = g.consts.get(node.input[1]), g.shape(node.input[0])
+    if w is None or w.ndim != 2 or node.input[0] in g.consts or x is None or len(x) != 2:
+        return False
+    a = attrs(node) if node.op_type == "Gemm" else {}
+    return not a.get("transA", 0) and float(a.get("alpha", 1.0)) == 1.0 and float(a.get("beta", 1.0)) == 1.0
 
 
 def _fits(ctx: _Ctx, node: Any) -> Broken:
@@ -482,51 +557,51 @@ def _always(rule: str) -> Callable[[_Ctx, Any], Broken]:
     return check
 
 
-def _layer_of(op: str) -> Tuple[str, Callable[[_Ctx, Any], Broken]]:
-    """The TensorRT layer kind an ONNX op becomes, with the check for that layer."""
-    table: Dict[str, Tuple[str, Callable[[_Ctx, Any], Broken]]] = {
-        "Conv": ("CONVOLUTION", _check_conv),
-        "ConvTranspose": ("DECONVOLUTION", _check_deconv),
-        "MaxPool": ("POOLING", _check_pool),
-        "AveragePool": ("POOLING", _check_pool),
-        "LpPool": ("POOLING", _check_pool),
-        "BatchNormalization": ("SCALE", _fits),
-        "PRelu": ("PARAMETRIC_RELU", _check_prelu),
-        "HardSwish": ("ACTIVATION(HARD_SIGMOID)+ELEMENTWISE(PROD)", _check_activation),
-        "LRN": ("LRN", _check_lrn),
-        "Softmax": ("SOFTMAX", _check_softmax),
-        "Concat": ("CONCATENATION", _check_concat),
-        "Resize": ("RESIZE", _check_resize),
-        "Upsample": ("RESIZE", _check_resize),
-        "Slice": ("SLICE", _check_slice),
-        "Split": ("SLICE", _check_split),
-        "Pad": ("SLICE(FILL)", _always("pad.fill")),
-        "MatMul": ("MATRIX_MULTIPLY", _check_matmul),
-        "Gemm": ("MATRIX_MULTIPLY", _check_matmul),
-        "Cast": ("CAST", _always("op.unknown")),
+def _check_of(op: str) -> Callable[[_Ctx, Any], Broken]:
+    """The DLA check for the TensorRT layer an ONNX op becomes (``lowering.lower`` names the layer)."""
+    table: Dict[str, Callable[[_Ctx, Any], Broken]] = {
+        "Conv": _check_conv,
+        "ConvTranspose": _check_deconv,
+        "MaxPool": _check_pool,
+        "AveragePool": _check_pool,
+        "LpPool": _check_pool,
+        "BatchNormalization": _check_scale,
+        "PRelu": _check_prelu,
+        "HardSwish": _check_activation,
+        "LRN": _check_lrn,
+        "Softmax": _check_softmax,
+        "Concat": _check_concat,
+        "Resize": _check_resize,
+        "Upsample": _check_resize,
+        "Slice": _check_slice,
+        "Split": _check_split,
+        "Pad": _always("pad.fill"),
+        "MatMul": _check_matmul,
+        "Gemm": _check_matmul,
+        "Cast": _always("op.unknown"),
     }
     if op in table:
         return table[op]
     if op in _ACTIVATIONS:
-        return "ACTIVATION", _check_activation
+        return _check_activation
     if op in _ELTWISE:
-        return "ELEMENTWISE", _check_eltwise
+        return _check_eltwise
     if op in _COMPARE:
-        return "ELEMENTWISE", _check_compare
+        return _check_compare
     if op in _UNARY:
-        return "UNARY", _check_unary
+        return _check_unary
     if op in _REDUCE:
-        return "REDUCE", _check_reduce
+        return _check_reduce
     if op in _SHUFFLE:
-        return "SHUFFLE", _always("shuffle")
+        return _always("shuffle")
     if op in _QUANT:
-        return "QUANTIZE", _always("gen.qdq")
+        return _always("gen.qdq")
     if op in _NO_DLA:
-        return _NO_DLA[op], _always("op.unsupported")
-    return "UNKNOWN", _always("op.unknown")
+        return _always("op.unsupported")
+    return _always("op.unknown")
 
 
-def _check_general(ctx: _Ctx, node: Any) -> Broken:
+def _check_general(ctx: _Ctx, node: Any, rank4: bool = True) -> Broken:
     """The restrictions every DLA layer shares: static 4-D floating-point tensors within the size caps."""
     g, lim = ctx.g, ctx.lim
     for name in ctx.data_inputs(node) + [o for o in node.output if o]:
@@ -538,7 +613,7 @@ def _check_general(ctx: _Ctx, node: Any) -> Broken:
             return "gen.dtype", f"tensor '{name}' is {_dtype_name(dtype)}"
         if lim.strongly_typed and dtype == _FP32:
             return "gen.typed", f"tensor '{name}' is float32"
-        if len(dims) != 4:
+        if rank4 and len(dims) != 4:
             return "gen.rank4", f"{len(dims)}-D tensor {_x(list(dims))}"
         if any(d > lim.max_dim for d in dims[1:]):
             return "gen.dim", f"dimension {max(dims[1:])} in {_x(list(dims))}"
@@ -587,7 +662,7 @@ def _flops(g: Graph, node: Any) -> int:
 class _Partition:
     """Merge DLA layers into loadables: connected, and convex (no DLA -> GPU -> DLA path inside one)."""
 
-    def __init__(self, units: List[int], preds: Dict[int, List[int]], on_dla: Set[int]) -> None:
+    def __init__(self, units: List[int], preds: Dict[int, List[int]], on_dla: Set[int], exits: Set[int] = frozenset()) -> None:
         self.order = {u: i for i, u in enumerate(units)}
         self.preds = preds
         self.succs: Dict[int, List[int]] = {u: [] for u in units}
@@ -599,7 +674,7 @@ class _Partition:
         for v in units:
             if v in on_dla:
                 for p in preds[v]:
-                    if p in on_dla:
+                    if p in on_dla and p not in exits:  # an exit's consumers read it through a GPU shuffle
                         self._merge(p, v)
 
     def find(self, u: int) -> int:
@@ -670,33 +745,34 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
     nodes = graph.nodes
     folded = set(graph.folded)
     alias: Dict[str, str] = {}  # a pass-through output -> the tensor it forwards
+    merged: Dict[int, int] = {}  # a reshape the builder merges into a fully connected layer -> that layer
     verdicts: Dict[int, NodeVerdict] = {}
+    fc = {i for i, n in enumerate(nodes) if i not in folded and _fully_connected(graph, n)}
+    exits: Set[int] = set()  # DLA layers whose output leaves through the builder's reshape_after (a GPU shuffle)
     for idx, node in enumerate(nodes):
         if idx in folded:
             continue
-        if node.op_type in PASSTHROUGH:
+        if node.op_type in PASSTHROUGH and node.input:
             alias[node.output[0]] = alias.get(node.input[0], node.input[0])
             continue
-        layer, check = _layer_of(node.op_type)
-        if getattr(check, "always", False):
-            broken = check(ctx, node)
-        else:
-            broken = _check_general(ctx, node)
-            if broken is None or (broken[0] == "gen.static" and node.op_type in _PARAMS_SET_SHAPE):
-                broken = check(ctx, node) or broken
-        v = NodeVerdict(
-            node.name or f"{node.op_type}_{idx}", node.op_type, layer, GPU if broken else DLA, flops=_flops(graph, node)
-        )
-        if broken:
-            v.rule, v.value = broken
-        _annotate(ctx, idx, node, v, alias)
-        verdicts[idx] = v
+        target = _merges_into_fc(graph, idx, node, fc)
+        if target is None:
+            target = _pad_into_conv(graph, node)
+        if target is not None:
+            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+            merged[idx] = target
+            continue
+        verdicts[idx] = _verdict(ctx, idx, node, idx in fc)
+        _annotate(ctx, idx, node, verdicts[idx], alias)
     _pair_compare_casts(graph, verdicts)
+    for idx in fc:
+        if verdicts[idx].device == DLA:
+            exits.add(_fc_bias(graph, idx, verdicts) or idx)
 
     units = list(verdicts)
     producer = {out: idx for idx in units for out in nodes[idx].output}
     preds = {u: sorted({producer[t] for t in (alias.get(i, i) for i in nodes[u].input if i) if t in producer}) for u in units}
-    groups = _Partition(units, preds, {u for u in units if verdicts[u].device == DLA}).groups()
+    groups = _Partition(units, preds, {u for u in units if verdicts[u].device == DLA}, exits).groups()
 
     findings: List[str] = []
     candidates = len(groups)
@@ -713,7 +789,28 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
 
     subgraphs = [_subgraph(graph, i + 1, grp, verdicts, nodes, alias, lim, findings) for i, grp in enumerate(groups)]
     transitions, islands = _boundaries(units, preds, verdicts, nodes, graph, alias)
+    for idx, target in merged.items():
+        host = verdicts[target]
+        node = nodes[idx]
+        pad = node.op_type == "Pad"
+        v = NodeVerdict(node.name or f"{node.op_type}_{idx}", node.op_type, "SLICE(FILL)" if pad else "SHUFFLE", host.device)
+        v.subgraph, v.fused_into = host.subgraph, host.name
+        v.trt_layers = [
+            f"PADDING: {v.name} (becomes the padding of {host.name})"
+            if pad
+            else f"SHUFFLE: {v.name} (merged with reshape_before_{host.name}: no layer left)"
+        ]
+        if pad:
+            v.unconfirmed.append("pad.conv")
+        verdicts[idx] = v
     findings[:0] = _input_findings(graph)
+    findings += graph.notes[:20]  # each says what was not folded and why
+    if graph.unknown_ops:
+        findings.append(
+            "no shape inference for "
+            + ", ".join(f"{op} x{n}" for op, n in sorted(graph.unknown_ops.items()))
+            + ": tensors after them have unknown shapes (gen.static)"
+        )
     if islands:
         findings.append(f"{islands} GPU island(s) sit between DLA layers; each costs a DLA subgraph and two reformats")
     if precision == "int8":
@@ -730,7 +827,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
         precision=precision,
         inputs={n: [int(d) for d in dims] for n, dims in graph.input_shapes.items()},
         dynamic_inputs={n: list(d) for n, d in graph.dynamic_inputs().items()},
-        nodes=[verdicts[u] for u in units],
+        nodes=[verdicts[u] for u in sorted(verdicts)],
         subgraphs=subgraphs,
         transitions=transitions,
         gpu_islands=islands,
@@ -741,18 +838,132 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
     )
 
 
+def _verdict(ctx: _Ctx, idx: int, node: Any, fully_connected: bool) -> NodeVerdict:
+    """One node: its TensorRT layers on this release, and the first DLA rule it breaks."""
+    name = node.name or f"{node.op_type}_{idx}"
+    low = lower(node.op_type, name, ctx.lim.trt, node.domain, fully_connected)
+    try:
+        if not low.importer:
+            broken: Broken = ("parser.missing", f"{node.op_type} on TensorRT {ctx.lim.trt}")
+        else:
+            broken = _first_broken(ctx, node, fully_connected)
+    except Exception as exc:  # attributes or inputs that do not fit the operator: the parser would reject it too
+        broken = ("op.malformed", f"{node.op_type}: {type(exc).__name__}")
+    if fully_connected and broken:  # a refused FC stays the parser's matrix multiply on the GPU
+        low = lower(node.op_type, name, ctx.lim.trt, node.domain)
+    v = NodeVerdict(name, node.op_type, low.kind, GPU if broken else DLA, flops=_safe_flops(ctx.g, node))
+    v.trt_layers = [f"{kind}: {layer}" for kind, layer in low.layers]
+    if fully_connected and not broken:
+        v.trt_layers[-1] += " (GPU)"  # the builder's output reshape runs on the GPU in every published log
+    if low.note:
+        v.notes.append(low.note)
+    if broken:
+        v.rule, v.value = broken
+    elif node.op_type == "LeakyRelu":
+        v.unconfirmed.append("act.leaky")
+    elif fully_connected:
+        v.unconfirmed.append("matmul.fc")
+    return v
+
+
+def _first_broken(ctx: _Ctx, node: Any, fully_connected: bool) -> Broken:
+    check = _check_of(node.op_type)
+    if getattr(check, "always", False):
+        return check(ctx, node)
+    if fully_connected or _fc_bias_of(ctx.g, node) is not None:
+        return _check_general(ctx, node, rank4=False) or check(ctx, node)
+    broken = _check_general(ctx, node)
+    if broken is None or (broken[0] == "gen.static" and node.op_type in _PARAMS_SET_SHAPE):
+        broken = check(ctx, node) or broken
+    if broken is None and node.op_type in _SCALE_OPS:
+        broken = _check_scale(ctx, node)
+    return broken
+
+
+def _safe_flops(g: Graph, node: Any) -> int:
+    try:
+        return _flops(g, node)
+    except Exception:  # malformed attributes: the node is reported, its work is not counted
+        return 0
+
+
+def _merges_into_fc(g: Graph, idx: int, node: Any, fc: Set[int]) -> Optional[int]:
+    """A flatten of [N, C, 1, 1] to [N, C] feeding only a fully connected layer: the builder's reshape_before undoes it."""
+    if node.op_type not in ("Flatten", "Reshape", "Squeeze") or not node.output:
+        return None
+    users = g.consumers.get(node.output[0], [])
+    if len(users) != 1 or users[0] not in fc or node.output[0] in g.outputs:
+        return None
+    src, out = g.shape(node.input[0]) or (), g.shape(node.output[0]) or ()
+    if len(out) == 2 and len(src) >= 2 and tuple(src[:2]) == tuple(out) and all(d == 1 for d in src[2:]):
+        return users[0]
+    return None
+
+
+def _pad_into_conv(g: Graph, node: Any) -> Optional[int]:
+    """A constant zero Pad of H and W whose only consumer is a Conv or a pooling: it becomes that layer's padding."""
+    if node.op_type != "Pad" or not node.output or node.output[0] in g.outputs:
+        return None
+    users = g.consumers.get(node.output[0], [])
+    if len(users) != 1 or g.nodes[users[0]].op_type not in ("Conv", "MaxPool", "AveragePool"):
+        return None
+    a = attrs(node)
+    pads = a.get("pads")
+    if pads is None and len(node.input) > 1:
+        value = g.consts.get(node.input[1])
+        pads = None if value is None else value.tolist()
+    fill = g.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(1)
+    if pads is None or fill is None or a.get("mode", "constant") != "constant" or np.any(fill != 0) or a.get("value", 0):
+        return None
+    rank = len(pads) // 2
+    if rank != 4 or any(pads[i] or pads[i + rank] for i in (0, 1)) or min(pads) < 0:
+        return None
+    host = g.nodes[users[0]]
+    own = list(attrs(host).get("pads", [0, 0, 0, 0]))
+    total = [own[0] + pads[2], own[1] + pads[3], own[2] + pads[6], own[3] + pads[7]]
+    if host.op_type == "Conv":
+        w = g.consts.get(host.input[1]) if len(host.input) > 1 else None
+        kernel = list(w.shape[2:]) if w is not None and w.ndim == 4 else None
+        limit = 31
+    else:
+        kernel, limit = list(attrs(host).get("kernel_shape", [])), 7
+    if not kernel or len(kernel) != 2 or any(p > limit or p >= kernel[i % 2] for i, p in enumerate(total)):
+        return None
+    return users[0]
+
+
+def _fc_bias_of(g: Graph, node: Any) -> Optional[int]:
+    """The fully connected MatMul a constant bias Add follows (TensorRT runs the add inside the FC's loadable)."""
+    if node.op_type != "Add" or len(node.input) != 2:
+        return None
+    for data, bias in (node.input, node.input[::-1]):
+        if bias in g.consts and data in g.producer:
+            host = g.nodes[g.producer[data]]
+            if host.op_type == "MatMul" and len(g.consumers.get(data, [])) == 1 and _fully_connected(g, host):
+                return g.producer[data]
+    return None
+
+
+def _fc_bias(g: Graph, fc_idx: int, verdicts: Dict[int, NodeVerdict]) -> Optional[int]:
+    out = g.nodes[fc_idx].output[0]
+    for user in g.consumers.get(out, []):
+        if user in verdicts and _fc_bias_of(g, g.nodes[user]) == fc_idx and verdicts[user].device == DLA:
+            verdicts[user].fused_into = verdicts[fc_idx].name
+            return user
+    return None
+
+
 def _annotate(ctx: _Ctx, idx: int, node: Any, v: NodeVerdict, alias: Dict[str, str]) -> None:
     """Notes that do not change the device: fusions into a conv, FP16 fallbacks, uncertain layers."""
     g = ctx.g
     src = alias.get(node.input[0], node.input[0]) if node.input else ""
     host = g.nodes[g.producer[src]] if src in g.producer else None
     if host is not None and len(g.consumers.get(src, [])) == 1 and src not in g.outputs:
-        if host.op_type in ("Conv", "ConvTranspose") and (node.op_type == "BatchNormalization" or v.layer == "ACTIVATION"):
+        fusable = node.op_type == "BatchNormalization" or v.layer.startswith("ACTIVATION") or v.layer == "SCALE"
+        if host.op_type in ("Conv", "ConvTranspose") and fusable:
             v.fused_into = host.name
             if node.op_type == "BatchNormalization":
                 v.flops = 0  # folded into the conv weights by the builder
-    if node.op_type == "BatchNormalization" and v.fused_into is None:
-        v.notes.append("standalone SCALE: limits not documented (scale.standalone)")
     if node.op_type == "Conv" and v.device == DLA:
         note = _int8_group_note(ctx, node)
         if note:

@@ -1,9 +1,11 @@
 """The DLA placement rules as data: one rule catalogue with sources, one limits table per DLA generation and TensorRT.
 
-The predictor in ``dla.py`` only reads these tables, so a new JetPack (a new TensorRT) is a new ``Limits`` row
+The predictor in ``predict.py`` only reads these tables, so a new JetPack (a new TensorRT) is a new ``Limits`` row
 and, where NVIDIA documents a new restriction, a new ``Rule``. Every rule names where it comes from and how
 strong that source is: a public TensorRT header, NVIDIA documentation, a build log someone posted, or our own
-inference. None of them has been confirmed on a Jetson by this project yet.
+inference; a rule no source settles is ``unconfirmed`` and says so in every report that uses it. The numbers are
+held against the NvInfer.h notes of 8.5.2, 8.6.1 and 10.3.0 in tests/test_dla_sources.py, and the whole predictor
+against published build logs in tests/test_dla_corpus.py; none of it has been run on a Jetson by this project.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ LOG_SLICE = "https://github.com/ultralytics/ultralytics/issues/23488"
 LOG_CAP = "https://github.com/lewes6369/TensorRT-Yolov3/issues/86"
 LOG_QDQ = "https://github.com/NVIDIA/TensorRT/issues/2222"
 LOG_GATHER = "https://github.com/NVIDIA/TensorRT/issues/2318"
+GUIDE_84 = "https://docs.nvidia.com/deeplearning/tensorrt/archives/tensorrt-840-ea/developer-guide/index.html#dla_layers"
+LOG_DIV_86 = "https://github.com/ultralytics/ultralytics/pull/16449"
+DLA_SW_MODELS = "https://github.com/NVIDIA/Deep-Learning-Accelerator-SW/blob/main/scripts/prepare_models/README.md"
+PARSER_85 = "https://github.com/onnx/onnx-tensorrt/blob/8.5-GA/builtin_op_importers.cpp"
+PARSER_100 = "https://github.com/onnx/onnx-tensorrt/blob/release/10.0/onnxOpImporters.cpp"
 
 
 @dataclass(frozen=True)
@@ -37,11 +44,12 @@ class Rule:
     id: str
     summary: str  # the limit, in one line
     sources: Tuple[str, ...]
-    evidence: str  # header | docs | log | inference
+    evidence: str  # header | docs | log | parser | inference
+    unconfirmed: bool = False  # no source settles it (our inference, or the sources disagree)
 
 
-def _r(rule_id: str, summary: str, evidence: str, *sources: str) -> Rule:
-    return Rule(rule_id, summary, tuple(sources), evidence)
+def _r(rule_id: str, summary: str, evidence: str, *sources: str, unconfirmed: bool = False) -> Rule:
+    return Rule(rule_id, summary, tuple(sources), evidence, unconfirmed or evidence == "inference")
 
 
 RULES: Dict[str, Rule] = {
@@ -58,7 +66,15 @@ RULES: Dict[str, Rule] = {
             "docs",
             DOCS_TRT11_TYPED,
         ),
-        _r("gen.rank4", "DLA layers work on 4-D NCHW tensors", "inference", DOCS_RESTRICT, H1030),
+        _r(
+            "gen.rank4",
+            "DLA layers work on 4-D NCHW tensors (the headers say 2-D only for conv/pool/deconv; a log shows it for slices)",
+            "log",
+            DOCS_RESTRICT,
+            H1030,
+            LOG_CONCAT,
+            unconfirmed=True,
+        ),
         _r(
             "gen.dim",
             "every non-batch dimension must be <= 8192 (this also caps conv/FC output maps and groups)",
@@ -83,6 +99,20 @@ RULES: Dict[str, Rule] = {
             TUTORIAL,
         ),
         _r("op.unknown", "no DLA rule is known for this operator; predicted on GPU", "inference"),
+        _r(
+            "parser.missing",
+            "this TensorRT's ONNX parser has no importer for the operator: the parse fails unless a plugin provides it",
+            "parser",
+            PARSER_85,
+            PARSER_100,
+        ),
+        _r(
+            "op.malformed",
+            "the node's attributes or inputs do not fit its operator: TensorRT's parser rejects such a node",
+            "parser",
+            PARSER_85,
+            PARSER_100,
+        ),
         _r(
             "shuffle",
             "Reshape/Transpose/Flatten become SHUFFLE layers, which in practice fall back to GPU",
@@ -115,6 +145,7 @@ RULES: Dict[str, Rule] = {
             H1030,
         ),
         _r("deconv.pad", "deconvolution padding must be 0", "header", H1030),
+        _r("deconv.square", "square deconvolution kernels and strides in [23, 32] are disabled on DLA", "docs", GUIDE_84),
         _r("deconv.groups", "deconvolution groups must be 1", "header", H1030),
         _r("deconv.dilation", "deconvolution has no dilation on DLA", "header", H1030),
         _r(
@@ -123,6 +154,14 @@ RULES: Dict[str, Rule] = {
             "log",
             TUTORIAL,
             LOG_GATHER,
+        ),
+        _r(
+            "matmul.fc",
+            "the builder turns Gemm/MatMul with constant 2-D weights on a 2-D input into a fully connected layer "
+            "(its own DLA loadable; reshape_after on GPU); other ranks stay matrix multiplies on GPU",
+            "log",
+            TUTORIAL,
+            unconfirmed=True,
         ),
         # Pooling and reductions.
         _r("pool.window", "pooling window H,W in [1,8]", "header", H852),
@@ -135,7 +174,13 @@ RULES: Dict[str, Rule] = {
             "header",
             H852,
         ),
-        _r("pool.global", "GlobalAveragePool/ReduceMean become REDUCE layers, which run on GPU", "log", TUTORIAL, LOG_2023),
+        _r(
+            "pool.global",
+            "GlobalAveragePool/ReduceMean become REDUCE layers, which run on GPU ('DLA cores do not support AVG Reduce')",
+            "log",
+            TUTORIAL,
+            LOG_2023,
+        ),
         _r("reduce.op", "Reduce on DLA: MAX only, and only from TensorRT 10", "inference", DOCS_REDUCE),
         _r("reduce.axes", "Reduce on DLA may only reduce C, H and W", "docs", DOCS_REDUCE),
         # Point-wise layers.
@@ -147,14 +192,27 @@ RULES: Dict[str, Rule] = {
             DOCS_RESTRICT,
             LOG_2023,
         ),
+        _r("act.clip", "Clip runs on DLA only as a clipped ReLU: lower bound 0, upper bound in [1, 127]", "docs", GUIDE_84),
+        _r(
+            "act.leaky",
+            "Leaky ReLU on DLA: the 8.4 guide and the current docs list it, the headers 8.5.2-10.3 list RELU/SIGMOID/"
+            "TANH/CLIP only; kept on DLA",
+            "docs",
+            GUIDE_84,
+            DOCS_RESTRICT,
+            H1030,
+            unconfirmed=True,
+        ),
         _r("prelu.slope", "PReLU slope must be a build-time constant", "header", H1030),
         _r(
             "elt.op",
-            "element-wise ops on DLA: SUM, PROD, MAX, MIN, SUB (DIV and POW only in newer TensorRT)",
+            "element-wise ops on DLA: SUM, PROD, MAX, MIN, SUB through 10.x (headers 8.5.2-10.3; 'DLA cores do not "
+            "support DIV' on 8.6); DIV and POW only in the 11.4 table (current docs, unconfirmed on a device)",
             "header",
             H1030,
             DOCS_RESTRICT,
             LOG_2023,
+            LOG_DIV_86,
         ),
         _r(
             "elt.broadcast",
@@ -184,10 +242,20 @@ RULES: Dict[str, Rule] = {
         _r("slice.axis0", "no slicing on the first (batch) dimension", "header", H1030, LOG_SLICE),
         _r("pad.fill", "Pad becomes a fill-mode SLICE, but DLA slices are STRICT_BOUNDS only", "inference", H1030),
         _r(
+            "pad.conv",
+            "a zero Pad of H and W feeding only a convolution or pooling becomes that layer's padding (NVIDIA's "
+            "prepared ResNet-50 models keep such Pads and build for the DLA without GPU fallback)",
+            "log",
+            DLA_SW_MODELS,
+            unconfirmed=True,
+        ),
+        _r(
             "scale.standalone",
-            "a standalone BatchNormalization becomes a SCALE layer; exact DLA limits not documented",
-            "inference",
+            "a SCALE layer no convolution absorbs (BatchNormalization, or Mul/Add by a per-channel constant) ran on GPU "
+            "in TensorRT 8.4's log; the header has no DLA note for SCALE",
+            "log",
             TUTORIAL,
+            unconfirmed=True,
         ),
         # Whole-subgraph limits.
         _r("sub.cap", "at most 16 DLA loadables (subgraphs) per DLA core; the rest go to GPU", "docs", DOCS_RESTRICT, LOG_CAP),
@@ -211,6 +279,8 @@ class Limits:
     max_maps: int = 8192  # output maps of a conv; --fix splits wider ones
     deconv_range: Tuple[int, int] = (1, 32)
     deconv_wide: FrozenSet[int] = frozenset({64, 96, 128})
+    deconv_square_gap: Tuple[int, int] = (23, 32)  # square deconvolution kernels/strides TensorRT disables
+    clip_max: float = 127.0  # Clip runs as a clipped ReLU: lower bound 0, upper bound in [1, clip_max]
     pool_window: Tuple[int, int] = (1, 8)
     pool_stride: Tuple[int, int] = (1, 16)
     pool_pad: Tuple[int, int] = (0, 7)
@@ -241,6 +311,7 @@ class Limits:
 TABLES: Dict[Tuple[str, str], Limits] = {
     ("xavier", "8.5"): Limits("xavier", "8.5", "5.1.x", softmax=False, pool_exclusive_pad=False),
     ("orin", "8.5"): Limits("orin", "8.5", "5.1.x"),
+    ("orin", "8.6"): Limits("orin", "8.6", "6.0"),
     ("orin", "10.3"): Limits("orin", "10.3", "6.1/6.2", reduce_max=True),
     ("orin", "10.7"): Limits("orin", "10.7", "6.x", reduce_max=True),
     ("orin", "11.4"): Limits(
@@ -255,7 +326,7 @@ TABLES: Dict[Tuple[str, str], Limits] = {
 
 DEFAULT_TRT = {"xavier": "8.5", "orin": "10.3"}
 TARGETS = ("orin", "xavier")
-TRT_VERSIONS = ("8.5", "10.3", "10.7", "11.4")
+TRT_VERSIONS = ("8.5", "8.6", "10.3", "10.7", "11.4")
 
 
 def limits_for(target: str, trt: Optional[str] = None) -> Limits:
@@ -273,5 +344,5 @@ def limits_for(target: str, trt: Optional[str] = None) -> Limits:
         if target == "xavier":
             why = "Xavier stops at JetPack 5 (TensorRT 8.5); JetPack 6 and later support Orin only"
         else:
-            why = "TensorRT 11.0-11.3 have no DLA and 8.6 never shipped in a JetPack"
+            why = "TensorRT 11.0-11.3 have no DLA; JetPack 6.0 ships 8.6, 6.1/6.2 ship 10.3"
         raise EdgeError(f"no DLA rules for {target} with TensorRT {trt}: {why}; known for {target}: {known}") from None

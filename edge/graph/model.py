@@ -14,16 +14,15 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
+from edge.config import short
 from edge.errors import EdgeError
+from edge.graph.fold import CAP_BYTES, fold
 from edge.lazy import require
 
 Dims = Tuple[Union[int, str], ...]
 
 # Ops whose outputs are just their input to TensorRT (the parser passes the tensor through).
 PASSTHROUGH = frozenset({"Identity", "Dropout"})
-
-# Folding evaluates one node at a time; keep it away from ops that are expensive or random.
-_NO_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
 
 
 def load_model(source: Union[str, Path, Any]) -> Any:
@@ -101,6 +100,8 @@ class Graph:
     input_shapes: Dict[str, Dims]  # after --shape
     declared_inputs: Dict[str, Dims]  # as the file declares them
     folded: List[int] = field(default_factory=list)  # node indices computed at build time
+    notes: List[str] = field(default_factory=list)  # what folding left alone because of the byte cap
+    unknown_ops: Dict[str, int] = field(default_factory=dict)  # op -> nodes whose output shapes nothing infers
     producer: Dict[str, int] = field(default_factory=dict)
     consumers: Dict[str, List[int]] = field(default_factory=dict)
 
@@ -147,91 +148,49 @@ def _fmt(dims: Dims) -> str:
     return "x".join(str(d) for d in dims)
 
 
-def prepare(source: Union[str, Path, Any], shapes: Optional[Dict[str, Tuple[int, ...]]] = None) -> Graph:
-    """Load, pin ``shapes``, infer every tensor shape and fold constant sub-graphs."""
-    onnx = require("onnx", "reading ONNX models")
+def prepare(
+    source: Union[str, Path, Any], shapes: Optional[Dict[str, Tuple[int, ...]]] = None, cap_bytes: int = CAP_BYTES
+) -> Graph:
+    """Load, pin ``shapes``, infer every tensor shape and fold what TensorRT computes at build time.
+
+    Folding never materialises a tensor larger than ``cap_bytes``; such nodes keep their shapes and are listed in
+    ``Graph.notes``. Operators no shape inference knows are counted in ``Graph.unknown_ops``.
+    """
+    require("onnx", "reading ONNX models")
     model = load_model(source)
     declared = {i.name: _dims(i) or () for i in model_inputs(model)}
     model = pin_inputs(model, shapes or {})
-    try:
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as exc:
-        raise EdgeError(f"ONNX shape inference failed on this model: {exc}") from None
     g = model.graph
-    shapes_found: Dict[str, Dims] = {}
+    values: Dict[str, np.ndarray] = {}
     dtypes: Dict[str, int] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        d = _dims(vi)
-        if d is not None:
-            shapes_found[vi.name] = d
+    for init in g.initializer:
+        values[init.name] = _initializer(init)
+        dtypes[init.name] = init.data_type
+    for vi in model_inputs(model):
         dtypes[vi.name] = vi.type.tensor_type.elem_type
-    numpy_helper = onnx.numpy_helper
-    consts = {i.name: numpy_helper.to_array(i) for i in g.initializer}
-    for i in g.initializer:
-        dtypes[i.name] = i.data_type
-    graph = Graph(model, shapes_found, dtypes, consts, {i.name: _dims(i) or () for i in model_inputs(model)}, declared)
+    found = fold(model, values, dtypes, cap_bytes)
+    graph = Graph(
+        model,
+        found.shapes,
+        found.dtypes,
+        found.values,
+        {i.name: _dims(i) or () for i in model_inputs(model)},
+        declared,
+        folded=found.folded,
+        notes=found.notes,
+        unknown_ops=found.unknown_ops,
+    )
     for idx, node in enumerate(g.node):
         for out in node.output:
             graph.producer[out] = idx
         for name in node.input:
             if name:
                 graph.consumers.setdefault(name, []).append(idx)
-    _fold_constants(graph)
     return graph
 
 
-def _fold_constants(graph: Graph) -> None:
-    """Evaluate every node whose inputs are all known, as TensorRT's parser and builder would."""
-    onnx = require("onnx")
-    for idx, node in enumerate(graph.model.graph.node):
-        if node.op_type in _NO_FOLD or node.domain not in ("", "ai.onnx"):
-            continue
-        if node.op_type == "Constant":
-            values = [_constant_value(node)]
-        elif node.op_type == "Shape" and is_static(graph.shapes.get(node.input[0])):
-            values = [_shape_value(node, graph.shapes[node.input[0]])]
-        elif node.input and all(not n or n in graph.consts for n in node.input):
-            values = _evaluate(onnx, node, graph)
-            if values is None:
-                continue
-        else:
-            continue
-        for name, value in zip(node.output, values):
-            graph.consts[name] = np.asarray(value)
-        graph.folded.append(idx)
-
-
-def _constant_value(node: Any) -> np.ndarray:
-    a = attrs(node)
-    if "value" in a:
-        return require("onnx").numpy_helper.to_array(a["value"])
-    for key in ("value_float", "value_int"):
-        if key in a:
-            return np.array(a[key])
-    for key in ("value_floats", "value_ints"):
-        if key in a:
-            return np.array(list(a[key]))
-    raise EdgeError(f"Constant node '{node.name}' has an attribute this tool does not read: {list(a)}")
-
-
-def _shape_value(node: Any, dims: Dims) -> np.ndarray:
-    a = attrs(node)
-    start, end = a.get("start", 0), a.get("end", len(dims))
-    return np.array(dims[start:end], dtype=np.int64)
-
-
-def _evaluate(onnx: Any, node: Any, graph: Graph) -> Optional[List[np.ndarray]]:
-    """Run one node with the ONNX reference evaluator; None when it cannot (then it stays a layer)."""
-    from onnx.reference import ReferenceEvaluator
-
-    feeds = {n: graph.consts[n] for n in node.input if n}
-    opset = [o for o in graph.model.opset_import if o.domain in ("", "ai.onnx")]
-    inputs = [
-        onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()
-    ]
-    outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output]
-    one = onnx.helper.make_model(onnx.helper.make_graph([node], "fold", inputs, outputs), opset_imports=opset)
+def _initializer(init: Any) -> np.ndarray:
     try:
-        return list(ReferenceEvaluator(one).run(None, feeds))
-    except Exception:  # an op the reference evaluator lacks: leave the node for the predictor
-        return None
+        return require("onnx").numpy_helper.to_array(init)
+    except Exception as exc:  # data that does not match its declared type or dims
+        raise EdgeError(f"initializer '{short(init.name)}' is malformed ({type(exc).__name__}); re-export the model") from None
