@@ -37,9 +37,9 @@ def _nothing_uploaded(root: Path) -> None:
     "config",
     [
         "model:\n  engine: other.engine\nsource:\n  uri: /dev/video0\n",  # names another file
-        "model:\n  engine: model.engine\nsource:\n  uri: /dev/video0\nnot_a_key: 1\n",  # not a run config
+        "model:\n  path: model.onnx\nsource:\n  uri: /dev/video0\n",  # no engine at all
     ],
-    ids=["other-engine", "unknown-key"],
+    ids=["other-engine", "no-engine"],
 )
 def test_the_playbook_runs_edge_deploys_local_checks_before_copying(sshd: SSHServer, tmp_path: Path, config: str) -> None:
     """Review: the Ansible path skipped the "model.engine names the engine" check that `edge deploy` makes."""

@@ -35,7 +35,7 @@ pytest.importorskip("cv2")
 
 @pytest.fixture
 def work(tmp_path: Path, demo_model: Path, megamind: Path) -> Path:
-    """model.onnx (BlazeFace), clip.avi (Megamind), run.yaml, tiny.onnx, build.yaml, imgs/ — all plain copies."""
+    """model.onnx (BlazeFace), clip.avi (Megamind), run.yaml, tiny.onnx, build.yaml, calib.yaml, imgs/: plain copies."""
     shutil.copy(demo_model, tmp_path / "model.onnx")
     shutil.copy(megamind, tmp_path / "clip.avi")
     (tmp_path / "run.yaml").write_text(
@@ -45,6 +45,7 @@ def work(tmp_path: Path, demo_model: Path, megamind: Path) -> Path:
     (tmp_path / "labels.txt").write_text("face\n")
     onnx_conv(tmp_path / "tiny.onnx")
     (tmp_path / "build.yaml").write_text("model:\n  path: tiny.onnx\n")
+    (tmp_path / "calib.yaml").write_text("model:\n  path: tiny.onnx\ninput:\n  layout: nchw\n")  # fits tiny.onnx
     images(tmp_path / "imgs")
     (tmp_path / "sub").mkdir()
     return tmp_path
@@ -93,9 +94,9 @@ COLLISIONS: List[Tuple[str, str, List[str], str, str]] = [
     (
         "calib --cache = config",
         "calib",
-        ["{w}/tiny.onnx", "--images", "{w}/imgs", "-c", "{w}/run.yaml", "--cache", "{out}"],
+        ["{w}/tiny.onnx", "--images", "{w}/imgs", "-c", "{w}/calib.yaml", "--cache", "{out}"],
         "--cache",
-        "run.yaml",
+        "calib.yaml",
     ),
     ("dla --json = model", "dla", ["{w}/tiny.onnx", "--target", "orin", "--json", "{out}"], "--json", "tiny.onnx"),
     ("dla --fix = model", "dla", ["{w}/tiny.onnx", "--target", "orin", "--fix", "{out}"], "--fix", "tiny.onnx"),
