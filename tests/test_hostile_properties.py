@@ -166,7 +166,7 @@ TEXT = st.one_of(
 
 
 def _paths(w: Dict[str, Path]) -> st.SearchStrategy[str]:
-    """Paths worth aiming a flag at: inputs, folders, missing places, devices, odd names. The device and FIFO are
+    """Paths worth aiming a flag at: inputs, folders, missing places, devices, odd names. The device is
     made in the test folder (a copy of /dev/null's numbers): a regression that replaces a device with a file must
     cost this test, not the machine it runs on."""
     d = w["dir"]
