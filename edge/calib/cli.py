@@ -1,76 +1,118 @@
 """`edge calib MODEL.onnx --images DIR|--dataset NAME`: INT8 calibration on any host, with ONNX Runtime.
 
-Writes the TensorRT calibration cache that `edge-build --calib-cache` uses on the Jetson (no images needed there),
-optionally a Q/DQ ONNX for explicit quantization, and with ``--eval`` an accuracy report of INT8 against FP32.
+Writes the TensorRT calibration cache that `edge-build --calib-cache` uses on the Jetson (no images needed there) and
+its FP16-layer sidecar, optionally a Q/DQ ONNX for explicit quantization. It checks INT8 against FP32 before any
+Jetson is involved: agreement and SQNR per output on images without labels, top-1/top-5 with ``--eval``, and meets
+``--min-agreement`` / ``--max-drop`` by keeping the fewest layers in FP16.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from edge import argtypes
 from edge.calib.cache import ALGORITHMS
-from edge.errors import EdgeError
+from edge.errors import EdgeError, RunFailed
 
-METHODS = ("entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
-# The TensorRT release of each JetPack, for the short forms of --trt-version.
-TRT_RELEASES = {"8.5": "8.5.2", "10.3": "10.3.0"}
+METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
+# Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
+DEFAULT_METHOD = "percentile"
+DEFAULT_PERCENTILE = 99.9
+# The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
+TRT_RELEASES = {"8.5": "8.5.2", "8.6": "8.6.2", "10.3": "10.3.0"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the FP32 ONNX model, or asset://NAME for a pinned asset (edge assets list)")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        help="the FP32 ONNX model, or asset://NAME for a pinned asset (edge assets list); default: the --config's model",
+    )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--images", metavar="DIR", help="a folder of calibration images (preprocessed as edge-run does)")
     src.add_argument("--dataset", metavar="NAME", help="a named image set, optionally sliced: mnist_5k, mnist_5k[-100:]")
-    parser.add_argument("--method", choices=METHODS, default="entropy", help="how scales are chosen (default entropy)")
-    parser.add_argument("--percentile", type=argtypes.finite_float, default=99.99, help="for --method percentile (default 99.99)")
+    parser.add_argument(
+        "--method", choices=METHODS, default=DEFAULT_METHOD, help=f"how scales are chosen (default {DEFAULT_METHOD})"
+    )
+    parser.add_argument(
+        "--percentile",
+        type=argtypes.finite_float,
+        default=DEFAULT_PERCENTILE,
+        help=f"for --method percentile (default {DEFAULT_PERCENTILE})",
+    )
     parser.add_argument("--max-images", type=argtypes.positive_int, metavar="N", help="use at most the first N images")
-    parser.add_argument("--cache", metavar="OUT.cache", help="calibration cache to write (default: MODEL_NAME.cache here)")
+    parser.add_argument(
+        "--cache",
+        metavar="OUT.cache",
+        help="calibration cache to write, with OUT.cache.json beside it (default MODEL_NAME.cache)",
+    )
     parser.add_argument(
         "--trt-version",
         default="10.3",
         metavar="VERSION",
-        help="TensorRT on the Jetson, for the cache header: 8.5 (JetPack 5), 10.3 (JetPack 6) or X.Y.Z (default 10.3)",
+        help="TensorRT on the Jetson, for the cache header: 8.5 (JetPack 5), 8.6 (JetPack 6.0), 10.3 (JetPack 6.1/6.2) "
+        "or X.Y.Z (default 10.3)",
     )
     parser.add_argument(
         "--cache-algorithm",
         choices=ALGORITHMS,
         default="EntropyCalibration2",
-        help="calibrator named in the cache header; the builder must read it with that calibrator "
-        "(default EntropyCalibration2, the one the DLA needs)",
+        help="calibrator named in the cache header, whatever --method computed the scales; the builder reads the cache "
+        "with it (default EntropyCalibration2, the one the DLA needs)",
     )
     parser.add_argument("--qdq", metavar="OUT.onnx", help="also write a Q/DQ ONNX (explicit quantization, TensorRT 10+)")
-    parser.add_argument("--eval", metavar="NAME", help="labelled set for the accuracy report, e.g. mnist_5k[:1000]")
+    parser.add_argument(
+        "--eval",
+        metavar="DIR|NAME",
+        help="labelled images for top-1/top-5: a folder with one sub-folder per class, or a named set (mnist_5k[:1000])",
+    )
+    parser.add_argument(
+        "--agreement-images", metavar="DIR", help="images for the label-free FP32/INT8 check (default: the calibration images)"
+    )
+    parser.add_argument(
+        "--min-agreement",
+        type=argtypes.finite_float,
+        metavar="A",
+        help="budget: every output's FP32/INT8 agreement at least A (0..1, e.g. 0.99); layers go to FP16 until it holds",
+    )
+    parser.add_argument(
+        "--agreement-outputs",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="OUTPUT",
+        help="the outputs --min-agreement watches (default: all); leave out box regressors, whose argmax means nothing",
+    )
+    parser.add_argument(
+        "--max-drop",
+        type=argtypes.finite_float,
+        metavar="POINTS",
+        help="budget (with --eval): INT8 top-1 at most POINTS below FP32 (e.g. 0.5); layers go to FP16 until it holds",
+    )
     parser.add_argument(
         "--keep-fp16",
         nargs="+",
         action="extend",
         default=[],
         metavar="NODE",
-        help="nodes left without Q/DQ (node name, layer name or output tensor), listed for the build",
+        help="nodes always kept in FP16 (node name, layer name or output tensor): no Q/DQ, listed for the build",
     )
-    parser.add_argument("--config", "-c", metavar="RUN.yaml", help="edge-run config whose input: section preprocesses --images")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (input.*)")
+    parser.add_argument("--config", "-c", metavar="RUN.yaml", help="edge-run config: its input: section preprocesses the images")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (input.*, task.*)")
     parser.add_argument(
         "--memory-mb", type=argtypes.positive_int, default=384, help="memory for activations in flight (default 384)"
     )
     parser.add_argument("--threads", type=argtypes.threads, default=0, help="ONNX Runtime threads (default: all cores but one)")
     parser.add_argument(
-        "--layer-images", type=argtypes.positive_int, default=32, help="images for the per-layer report (default 32)"
+        "--layer-images", type=argtypes.positive_int, default=32, help="images for the per-layer sensitivity ranking (default 32)"
     )
-
-
-def _model_path(text: str) -> Path:
-    if text.startswith("asset://"):
-        from edge import assets
-
-        return assets.resolve(text[len("asset://") :])
-    return Path(text)
 
 
 def trt_version(text: str) -> str:
@@ -78,27 +120,31 @@ def trt_version(text: str) -> str:
     if text in TRT_RELEASES:
         return TRT_RELEASES[text]
     if not re.fullmatch(r"\d+\.\d+(\.\d+){0,2}", text):
-        raise EdgeError(f"--trt-version {text}: expected 8.5, 10.3 or a version such as 8.6.2 (TensorRT on the Jetson)")
+        raise EdgeError(f"--trt-version {text}: expected 8.5, 8.6, 10.3 or a version such as 8.6.2 (TensorRT on the Jetson)")
     return text if text.count(".") >= 2 else text + ".0"
 
 
-def _images(args: argparse.Namespace, model: Any, path: Path) -> Any:
-    from edge.calib import datasets as calib_datasets
+def check_numbers(args: argparse.Namespace) -> None:
+    """The ranges of the number flags, before anything is loaded (argparse has refused non-numbers, NaN and infinity)."""
+    from edge.config import short
 
-    if args.dataset:
-        return calib_datasets.dataset(args.dataset, args.max_images)
-    import numpy as np
+    if not (math.isfinite(args.percentile) and 0.0 < args.percentile <= 100.0):
+        raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
+    if args.min_agreement is not None and not (math.isfinite(args.min_agreement) and 0.0 < args.min_agreement <= 1.0):
+        raise EdgeError(f"--min-agreement {short(args.min_agreement)}: must be a share in (0, 1], e.g. 0.99")
+    if args.max_drop is not None:
+        if not (math.isfinite(args.max_drop) and args.max_drop >= 0.0):
+            raise EdgeError(f"--max-drop {short(args.max_drop)}: must be points of top-1 >= 0, e.g. 0.5")
+        if not args.eval:
+            raise EdgeError(
+                "--max-drop needs labelled images: add --eval DIR (one sub-folder per class) or --eval mnist_5k[:1000]"
+            )
+    if args.agreement_outputs and args.min_agreement is None:
+        raise EdgeError("--agreement-outputs chooses the outputs of --min-agreement; add --min-agreement A (e.g. 0.99)")
 
-    from edge.config import load_config
-    from edge.graph.model import model_inputs
-    from edge.runtime.backends import TensorInfo
-    from edge.runtime.model import preprocess_spec
 
-    cfg = load_config(args.config, args.set, {"model.path": str(path.resolve())})
-    inp = model_inputs(model)[0]
-    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in inp.type.tensor_type.shape.dim)
-    spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)))
-    return calib_datasets.image_folder(args.images, spec, args.max_images)
+def _say(text: str) -> None:
+    print(f"edge calib: {text}", file=sys.stderr, flush=True)
 
 
 def _peak_rss_mb() -> float:
@@ -109,34 +155,133 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _say(text: str) -> None:
-    print(f"edge calib: {text}", file=sys.stderr, flush=True)
+def _source(args: argparse.Namespace) -> Tuple[Any, Path, Optional[str]]:
+    """(run config, model path, asset name) from MODEL or the config's model.path / model.asset."""
+    from edge import assets
+    from edge.config import load_config
+    from edge.runtime.model import model_path
+
+    if args.model:
+        asset = args.model[len("asset://") :] if args.model.startswith("asset://") else None
+        path = assets.resolve(asset) if asset else Path(args.model)
+        if not path.is_file():
+            raise EdgeError(f"model {args.model}: file not found")
+        cfg = load_config(args.config, args.set, {"model.path": str(path.resolve()), "model.asset": None, "model.engine": None})
+        return cfg, path, asset
+    if not args.config:
+        raise EdgeError("no model: pass MODEL.onnx (or asset://NAME), or --config RUN.yaml with model.path or model.asset")
+    cfg = load_config(args.config, args.set)
+    return cfg, model_path(cfg), cfg.model.asset
+
+
+def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
+    """The labelled set of --eval: an existing folder (classification layout) or a named set."""
+    from edge.calib import datasets
+    from edge.runtime.postprocess import load_labels
+
+    if Path(args.eval).is_dir() or not datasets.is_named_set(args.eval):
+        # The run config's task.type defaults to blazeface: only a task the user set is held against the folder.
+        task_set = args.config or any(s.strip().startswith("task.type") for s in args.set)
+        if task_set and cfg.task.type != "classify":
+            raise EdgeError(
+                f"--eval {args.eval}: a folder of labelled images scores a classifier, but the run config has task.type "
+                f"{cfg.task.type}; set task.type: classify, or check a detector with --agreement-images / --min-agreement"
+            )
+        try:
+            labels = load_labels(cfg)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EdgeError(
+                f"key 'task.labels': the labels file cannot be read as UTF-8 text ({exc}); one label per line"
+            ) from None
+        return datasets.labelled_folder(args.eval, spec, labels or None)
+    named = datasets.dataset(args.eval)
+    if named.spec.input_shape != spec.input_shape:
+        raise EdgeError(
+            f"--eval {args.eval}: that set makes inputs of {list(named.spec.input_shape)}, the calibration images "
+            f"{list(spec.input_shape)}; named sets belong to their benchmark model (edge calib --help)"
+        )
+    return named
+
+
+def _check_classes(graph: Any, labelled: Any) -> None:
+    """A label beyond the model's first output would score as a miss forever; refuse it before the work."""
+    from edge.calib.datasets import class_scores
+    from edge.graph.model import is_static
+
+    # Only folders read the raw output as class scores; a named set brings its own reader.
+    if labelled is None or labelled.scores is not class_scores or labelled.labels is None or not len(labelled.labels):
+        return
+    dims = graph.shape(graph.outputs[0])
+    if not is_static(dims):
+        return
+    classes = math.prod(dims[1:])
+    top = int(labelled.labels.max())
+    if top >= classes:
+        raise EdgeError(
+            f"--eval {labelled.name}: class index {top} but the model's output '{graph.outputs[0]}' has {classes} classes; "
+            "check task.labels or the class folders"
+        )
+
+
+def next_step(args: argparse.Namespace, path: Path, asset: Optional[str], cache: Path, graph: Any) -> str:
+    """The edge-build command for the Jetson: the model, --int8, the cache, and the build shape of a dynamic input."""
+    words = ["edge-build"]
+    if asset:
+        words += ["--set", f"model.asset={asset}"]
+    else:
+        words.append(args.model or str(path))
+    words += ["--int8", "--calib-cache", str(cache)]
+    for name, dims in graph.input_shapes.items():
+        if name in graph.dynamic_inputs():
+            words += ["--shape", f"{name}={'x'.join(str(d) for d in dims)}"]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def main(args: argparse.Namespace) -> int:
+    from edge.calib import datasets as calib_datasets
+    from edge.calib import fidelity, qdq, sensitivity
     from edge.calib import methods as calib_methods
-    from edge.calib import qdq
     from edge.calib import stats as calib_stats
-    from edge.calib.cache import CalibrationCache, version_tag, write_cache
+    from edge.calib.budget import Budget, describe_miss, search
+    from edge.calib.cache import CalibrationCache, version_tag
+    from edge.calib.check import Checker
+    from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
+    from edge.manifest import sha256_file
+    from edge.outputs import Staged, check_outputs, commit_together
 
     version = trt_version(args.trt_version)
+    check_numbers(args)
+    budget = Budget(args.min_agreement, args.max_drop, list(dict.fromkeys(args.agreement_outputs)))
     t0 = time.perf_counter()
-    path = _model_path(args.model)
+    cfg, path, asset = _source(args)
+    cache_path = Path(args.cache) if args.cache else Path(f"{asset or path.stem}.cache")
+    side_path = sidecar_path(cache_path)
+    check_outputs(
+        {"--cache": cache_path, "--cache (its sidecar)": side_path, "--qdq": args.qdq},
+        {"MODEL": path, "--config": args.config},
+    )
     model = load_model(path)
     inputs = model_inputs(model)
     if len(inputs) != 1:
         raise EdgeError(
             f"{path}: the model has {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); edge calib feeds one image input"
         )
-    images = _images(args, model, path)
-    shape = images.spec.input_shape
+    images = _images(args, cfg, model)
+    spec = images.spec
+    shape = spec.input_shape
     declared = inputs[0].type.tensor_type.shape.dim
     if declared and declared[0].HasField("dim_value") and declared[0].dim_value > 0:
         shape = (declared[0].dim_value, *shape[1:])
     graph = prepare(model, {inputs[0].name: shape})
     activations, constants = calib_stats.calibration_tensors(graph)
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
+    unknown = [o for o in budget.outputs if o not in graph.outputs]
+    if unknown:
+        raise EdgeError(f"--agreement-outputs {unknown[0]}: the model's outputs are {', '.join(graph.outputs)}")
+    labelled = _eval_set(args, cfg, spec) if args.eval else None
+    _check_classes(graph, labelled)
+    check_images = calib_datasets.image_folder(args.agreement_images, spec) if args.agreement_images else images
     t_load = time.perf_counter() - t0
     _say(
         f"{path.name}: {len(activations)} activation tensors, {len(constants)} constant tensors; {images.count} images from {images.name}"
@@ -153,18 +298,48 @@ def main(args: argparse.Namespace) -> int:
                 f"statistics {done}/{images.count} images (batch {batch}), {done / (now - t1):.1f} images/s, peak RSS {_peak_rss_mb():.0f} MB"
             )
 
+    # When the check runs on the calibration images, their FP32 outputs come from this pass (while they fit). They
+    # are copied into one array per output, allocated once: small arrays kept between the pass's large short-lived
+    # ones would pin the heap and hold hundreds of MB.
+    reference: Optional[Dict[str, Any]] = {} if check_images is images else None
+    filled: Dict[str, int] = {}
+
+    def keep_outputs(outputs: Dict[str, Any]) -> None:
+        nonlocal reference
+        if reference is None:
+            return
+        import numpy as np
+
+        for name in graph.outputs:
+            value = outputs.get(name)
+            if value is None:
+                continue
+            if name not in reference:
+                if value.nbytes // len(value) * images.count > args.memory_mb << 20:
+                    reference = None
+                    return
+                reference[name] = np.empty((images.count, *value.shape[1:]), value.dtype)
+                filled[name] = 0
+            start = filled[name]
+            reference[name][start : start + len(value)] = value
+            filled[name] = start + len(value)
+
+    threads = args.threads or max(1, calib_stats.cores() - 1)
     stats = calib_stats.collect(
         model,
         graph,
         images,
         activations,
         budget_bytes=args.memory_mb << 20,
-        threads=args.threads or max(1, calib_stats.cores() - 1),
+        threads=threads,
         progress=progress,
+        on_run=keep_outputs,
     )
     t_stats = time.perf_counter() - t1
+    if reference is not None:
+        done = min(filled.values(), default=0)  # a fixed-batch model leaves out the short last batch
+        reference = {name: value[:done] for name, value in reference.items()} if len(reference) == len(graph.outputs) else None
 
-    t2 = time.perf_counter()
     amax: Dict[str, float] = {
         n: calib_methods.amax(args.method, s.hist, s.range, s.absmax, args.percentile) for n, s in stats.items()
     }
@@ -172,42 +347,156 @@ def main(args: argparse.Namespace) -> int:
     for name, value in constants.items():
         amax.setdefault(name, float(abs(value).max()))  # exact values: no reason to clip
     cache = CalibrationCache(version_tag(version), args.cache_algorithm, {n: a / 127.0 for n, a in amax.items()})
-    cache_path = Path(args.cache) if args.cache else Path(f"{path.stem}.cache")
-    write_cache(cache_path, cache)
-    t_scales = time.perf_counter() - t2
 
-    lines: List[str] = []
+    # The check: FP32 against the Q/DQ model, then the budget search when it is not met.
+    t2 = time.perf_counter()
+    # No histograms are counted from here on: ONNX Runtime gets every core.
+    threads = args.threads or calib_stats.cores()
+    checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference)
+    fp32_top1 = checker.fp32_labelled.top1 if checker.fp32_labelled else None
+    q_model, quantized = qdq.build(model, graph, amax, keep)
+    before = checker.measure(q_model)
+    after, kept = before, set(keep)
+    ranking: List[Any] = []
+    result = None
+    if (budget.given and budget.shortfall(before, fp32_top1) > 0) or labelled is not None:
+        ranking = sensitivity.layer_sensitivity(
+            model, graph, amax, quantized, check_images.head(args.layer_images), threads, args.memory_mb << 20
+        )
+    if budget.given and budget.shortfall(before, fp32_top1) > 0:
+        order = [r.index for r in ranking]
+
+        def measure(k: int) -> Any:
+            _say(f"budget: checking INT8 with the {k} most sensitive layer(s) in FP16")
+            candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
+            return checker.measure(candidate, labelled=budget.max_drop is not None)
+
+        result = search(order, measure, lambda m: budget.shortfall(m, fp32_top1), before)
+        kept = keep | set(order[: result.kept])
+        q_model, quantized = qdq.build(model, graph, amax, kept)
+        after = result.measurement
+        if labelled is not None and after.labelled is None:
+            after = checker.measure(q_model)
+    t_check = time.perf_counter() - t2
+
+    nodes = graph.model.graph.node
+    kept_layers = [qdq.layer_name(nodes[i]) for i in sorted(kept)]
+    lines = [
+        f"model {path} ({spec.width}x{spec.height} input), {images.count} images from {images.name}, method {args.method}"
+        + (f" {args.percentile}" if args.method == "percentile" else ""),
+        f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
+    ]
+    lines += fidelity.render(before.fidelity, check_images.count, check_images.name)
+    if labelled is not None and checker.fp32_labelled is not None and before.labelled is not None:
+        lines.append(_topk_line(labelled.name, checker.fp32_labelled, before.labelled))
+    if ranking:
+        lines += sensitivity.render(ranking, min(args.layer_images, check_images.count), kept)
+    if result is not None:
+        added = kept_layers if not keep else [qdq.layer_name(nodes[i]) for i in sorted(kept - keep)]
+        lines.append(
+            f"budget {_budget_text(budget)}: before {describe_miss(budget, before, fp32_top1)}; "
+            + (
+                f"met with {len(kept - keep)} layer(s) in FP16"
+                if result.met
+                else f"NOT met with all {len(ranking)} quantized layers in FP16"
+            )
+            + f" ({len(result.tried)} INT8 checks)"
+        )
+        if result.met:
+            lines += fidelity.render(after.fidelity, check_images.count, check_images.name + ", after")
+            if after.labelled is not None and checker.fp32_labelled is not None:
+                lines.append(_topk_line(labelled.name, checker.fp32_labelled, after.labelled))
+            if added:
+                lines.append(f"kept in FP16 for the budget: {', '.join(added)}")
+    elif budget.given:
+        lines.append(f"budget {_budget_text(budget)}: met with no layer in FP16")
+    if result is not None and not result.met:
+        print("\n".join(lines), flush=True)
+        raise RunFailed(
+            f"the budget {_budget_text(budget)} cannot be met: with every quantized layer in FP16 the best is "
+            f"{describe_miss(budget, after, fp32_top1)}; try another --method or a looser budget (nothing was written)"
+        )
+
+    # Write: the cache and its sidecar together, then the Q/DQ model with the final FP16 list.
     t3 = time.perf_counter()
-    q_model, quantized = qdq.build(model, graph, amax, keep) if (args.qdq or args.eval) else (None, set())
+    info = {
+        "model": path.name,
+        "model_sha256": sha256_file(path),
+        "method": args.method + (f" {args.percentile}" if args.method == "percentile" else ""),
+        "budget": budget.to_dict(),
+        "before": _summary(before, fp32_top1),
+        "after": _summary(after, fp32_top1),
+        "check_images": check_images.name,
+        "ranking": [r.to_dict() for r in ranking[:50]],
+    }
+    staged = [Staged(cache_path), Staged(side_path)]
+    try:
+        staged[0].write(cache.to_bytes())
+        staged[1].write(Sidecar(kept_layers, info).to_json().encode())
+    except BaseException:
+        for s in staged:
+            s.discard()
+        raise
+    commit_together(staged)
     if args.qdq:
         qdq.save(q_model, args.qdq)
-    t_qdq = time.perf_counter() - t3
+    t_write = time.perf_counter() - t3
 
     n = images.count
     lines += [
-        f"model {path} ({images.spec.width}x{images.spec.height} input), {n} images from {images.name}, method {args.method}"
-        + (f" {args.percentile}" if args.method == "percentile" else ""),
-        f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
-        f"time: load {t_load:.1f} s, statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), scales {t_scales:.2f} s"
-        + (f", Q/DQ {t_qdq:.1f} s" if q_model is not None else "")
-        + f"; peak RSS {_peak_rss_mb():.0f} MB",
-        f"cache: {cache_path} ({cache.header}, {len(cache.scales)} tensors)",
+        f"time: load {t_load:.1f} s, statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), "
+        f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
+        f"cache: {cache_path} ({cache.header}, {len(cache.scales)} tensors; scales from {args.method}) + {side_path.name} "
+        f"({len(kept_layers)} layer(s) in FP16)",
     ]
+    if args.cache_algorithm != "EntropyCalibration2":
+        lines.append("note: the DLA reads only EntropyCalibration2 caches; keep the default header for DLA builds")
     if args.qdq:
         lines.append(f"Q/DQ model: {args.qdq} ({len(quantized)} layers quantized)")
-    if keep_layers:
-        lines.append(f"kept in FP16 ({len(keep_layers)}): {', '.join(keep_layers)}")
-        lines.append(f"  trtexec: --precisionConstraints=obey --layerPrecisions={','.join(f'{k}:fp16' for k in keep_layers)}")
-    lines.append(f"on the Jetson (TensorRT {version}): edge-build {path.name} --calib-cache {cache_path.name}")
+    if kept_layers:
+        lines.append(f"kept in FP16 ({len(kept_layers)}): {', '.join(kept_layers)}")
+        lines.append(f"  trtexec: --precisionConstraints=obey --layerPrecisions={','.join(f'{k}:fp16' for k in kept_layers)}")
+    lines.append(f"next, on the Jetson with TensorRT {version} (add --dla 0 to build for the DLA):")
+    lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
     print("\n".join(lines), flush=True)
-
-    if args.eval:
-        from edge.calib import accuracy as calib_eval
-        from edge.calib import datasets as calib_datasets
-
-        t4 = time.perf_counter()
-        labelled = calib_datasets.dataset(args.eval)
-        _say(f"accuracy report on {labelled.count} images from {labelled.name}")
-        acc = calib_eval.evaluate(model, q_model, quantized, graph, labelled, activations, args.layer_images, args.threads)
-        print("\n".join(calib_eval.render(acc) + [f"(report took {time.perf_counter() - t4:.1f} s)"]))
     return 0
+
+
+def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:
+    from edge.calib import datasets as calib_datasets
+
+    if args.dataset:
+        return calib_datasets.dataset(args.dataset, args.max_images)
+    import numpy as np
+
+    from edge.graph.model import model_inputs
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.model import preprocess_spec
+
+    inp = model_inputs(model)[0]
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in inp.type.tensor_type.shape.dim)
+    spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)))
+    return calib_datasets.image_folder(args.images, spec, args.max_images)
+
+
+def _budget_text(budget: Any) -> str:
+    parts = []
+    if budget.min_agreement is not None:
+        parts.append(f"--min-agreement {budget.min_agreement}")
+    if budget.max_drop is not None:
+        parts.append(f"--max-drop {budget.max_drop}")
+    return " ".join(parts)
+
+
+def _topk_line(name: str, fp32: Any, int8: Any) -> str:
+    return (
+        f"top-1 on {fp32.images} labelled images from {name}: FP32 {fp32.top1:.2%}, INT8 {int8.top1:.2%} "
+        f"(drop {(fp32.top1 - int8.top1) * 100:.2f} points); top-5 FP32 {fp32.top5:.2%}, INT8 {int8.top5:.2%}"
+    )
+
+
+def _summary(m: Any, fp32_top1: Optional[float]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"agreement": m.agreement, "outputs": [f.to_dict() for f in m.fidelity]}  # lowest of all
+    if m.labelled is not None and fp32_top1 is not None:
+        out.update(fp32_top1=fp32_top1, int8_top1=m.labelled.top1, top1_drop_points=(fp32_top1 - m.labelled.top1) * 100)
+    return out

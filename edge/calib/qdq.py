@@ -77,15 +77,9 @@ def match_nodes(graph: Graph, wanted: Iterable[str]) -> Tuple[Set[int], List[str
     return found, [layer_name(nodes[i]) for i in sorted(found)]
 
 
-def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] = frozenset()) -> Tuple[Any, Set[int]]:
-    """A copy of ``model`` (the original, with its own dynamic shapes) with Q/DQ inserted, and the indices of the
-    nodes that got Q/DQ.
-
-    ``graph`` is the prepared model (for constant values), ``amax`` the calibrated threshold per activation tensor,
-    ``keep_fp16`` node indices to leave alone.
-    """
+def _copy_with_opset(model: Any, flag: str) -> Any:
+    """A copy of ``model`` at opset >= 13 (per-channel Q/DQ needs ``axis``)."""
     onnx = require("onnx", "writing a Q/DQ model")
-    helper, numpy_helper = onnx.helper, onnx.numpy_helper
     out = onnx.ModelProto()
     out.CopyFrom(model)
     opset = next((o for o in out.opset_import if o.domain in ("", "ai.onnx")), None)
@@ -93,18 +87,26 @@ def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] 
         try:
             out = onnx.version_converter.convert_version(out, MIN_OPSET)
         except Exception as exc:  # the converter raises bare RuntimeErrors for ops it cannot lift
-            raise EdgeError(f"--qdq: the model is opset {opset.version} and cannot be converted to {MIN_OPSET} ({exc})") from None
+            raise EdgeError(
+                f"{flag}: the model is opset {opset.version} and cannot be converted to {MIN_OPSET} ({exc})"
+            ) from None
+    return out
 
-    g = out.graph
-    made: Dict[Tuple[str, Optional[int]], str] = {}  # (tensor, axis) -> its dequantized name
-    nodes: List[Any] = []
-    quantized: Set[int] = set()
 
-    def qdq(tensor: str, scale: np.ndarray, axis: Optional[int]) -> str:
+class _Inserter:
+    """Makes Q/DQ pairs in a graph, once per (tensor, axis), and rewires node inputs to them."""
+
+    def __init__(self, g: Any, graph: Graph, amax: Dict[str, float]) -> None:
+        self.g, self.graph, self.amax = g, graph, amax
+        self.made: Dict[Tuple[str, Optional[int]], str] = {}  # (tensor, axis) -> its dequantized name
+        self.nodes: List[Any] = []  # the new graph's nodes, in order
+
+    def _pair(self, tensor: str, scale: np.ndarray, axis: Optional[int]) -> str:
         key = (tensor, axis)
-        if key not in made:
+        if key not in self.made:
+            helper, numpy_helper = require("onnx").helper, require("onnx").numpy_helper
             base = tensor if axis is None else f"{tensor}_axis{axis}"
-            g.initializer.extend(
+            self.g.initializer.extend(
                 [
                     numpy_helper.from_array(scale, f"{base}_scale"),
                     numpy_helper.from_array(np.zeros(scale.shape, np.int8), f"{base}_zero_point"),
@@ -112,10 +114,10 @@ def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] 
             )
             extra = {} if axis is None else {"axis": axis}
             names = [f"{base}_scale", f"{base}_zero_point"]
-            nodes.append(
+            self.nodes.append(
                 helper.make_node("QuantizeLinear", [tensor, *names], [f"{base}_quantized"], f"{base}_QuantizeLinear", **extra)
             )
-            nodes.append(
+            self.nodes.append(
                 helper.make_node(
                     "DequantizeLinear",
                     [f"{base}_quantized", *names],
@@ -124,32 +126,84 @@ def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] 
                     **extra,
                 )
             )
-            made[key] = f"{base}_dequantized"
-        return made[key]
+            self.made[key] = f"{base}_dequantized"
+        return self.made[key]
 
-    for idx, node in enumerate(g.node):
-        slots = QUANTIZED_INPUTS.get(node.op_type, ()) if idx not in keep_fp16 else ()
-        for slot in slots:
+    def quantize_inputs(self, node: Any) -> bool:
+        """Put Q/DQ in front of ``node``'s compute inputs (in place); True when at least one got a pair."""
+        done = False
+        for slot in QUANTIZED_INPUTS.get(node.op_type, ()):
             if slot >= len(node.input) or not node.input[slot]:
                 continue
             name = node.input[slot]
-            if name in graph.consts:
-                weight = graph.consts[name]
+            if name in self.graph.consts:
+                weight = self.graph.consts[name]
                 axis = _weight_axis(node, slot, weight)
-                node.input[slot] = qdq(name, weight_scales(weight, axis), axis)
-            elif name in amax:
-                scale = np.array(max(amax[name] / 127.0, MIN_SCALE), np.float32)
-                node.input[slot] = qdq(name, scale, None)
+                node.input[slot] = self._pair(name, weight_scales(weight, axis), axis)
+            elif name in self.amax:
+                scale = np.array(max(self.amax[name] / 127.0, MIN_SCALE), np.float32)
+                node.input[slot] = self._pair(name, scale, None)
             else:
                 continue
+            done = True
+        return done
+
+    def finish(self) -> None:
+        copied = [type(n)() for n in self.nodes]
+        for dst, src in zip(copied, self.nodes):
+            dst.CopyFrom(src)
+        del self.g.node[:]
+        self.g.node.extend(copied)
+
+
+def _index(graph: Graph, node: Any) -> Optional[int]:
+    """The node's index in ``graph`` (nodes are matched by their first output: opset conversion may renumber them)."""
+    return graph.producer.get(node.output[0]) if node.output else None
+
+
+def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] = frozenset()) -> Tuple[Any, Set[int]]:
+    """A copy of ``model`` (the original, with its own dynamic shapes) with Q/DQ inserted, and the indices of the
+    nodes that got Q/DQ.
+
+    ``graph`` is the prepared model (for constant values), ``amax`` the calibrated threshold per activation tensor,
+    ``keep_fp16`` node indices (of ``graph``) to leave alone.
+    """
+    out = _copy_with_opset(model, "--qdq")
+    ins = _Inserter(out.graph, graph, amax)
+    quantized: Set[int] = set()
+    for node in out.graph.node:
+        idx = _index(graph, node)
+        if idx not in keep_fp16 and ins.quantize_inputs(node) and idx is not None:
             quantized.add(idx)
-        nodes.append(node)
-    copied = [type(n)() for n in nodes]
-    for dst, src in zip(copied, nodes):
-        dst.CopyFrom(src)
-    del g.node[:]
-    g.node.extend(copied)
+        ins.nodes.append(node)
+    ins.finish()
     return out, quantized
+
+
+ALONE = "__int8_alone"  # suffix of the outputs of a layer's quantized twin
+
+
+def alone_model(model: Any, graph: Graph, amax: Dict[str, float], nodes: Set[int]) -> Tuple[Any, Dict[int, Tuple[str, str]]]:
+    """The FP32 model plus, for each of ``nodes``, a twin that reads the same FP32 inputs through Q/DQ: one run gives
+    every layer's output with it alone quantized. Returns the model and {node index: (FP32 output, twin's output)}."""
+    out = _copy_with_opset(model, "--layer-images")
+    ins = _Inserter(out.graph, graph, amax)
+    pairs: Dict[int, Tuple[str, str]] = {}
+    for node in out.graph.node:
+        ins.nodes.append(node)
+        idx = _index(graph, node)
+        if idx not in nodes:
+            continue
+        twin = type(node)()
+        twin.CopyFrom(node)
+        twin.name = f"{node.name or node.output[0]}{ALONE}"
+        del twin.output[:]
+        twin.output.extend(f"{o}{ALONE}" if o else "" for o in node.output)
+        if ins.quantize_inputs(twin):
+            ins.nodes.append(twin)
+            pairs[idx] = (node.output[0], twin.output[0])
+    ins.finish()
+    return out, pairs
 
 
 def save(model: Any, path: str | Path) -> None:

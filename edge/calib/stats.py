@@ -262,8 +262,10 @@ def collect(
     max_batch: int = 32,
     threads: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
+    on_run: Optional[Callable[[Dict[str, np.ndarray]], None]] = None,
 ) -> Dict[str, TensorStats]:
     """Stream the images through the model and return the statistics of ``tensors`` (those that are float).
+    ``on_run`` sees every run's outputs before they are counted (edge calib keeps the network outputs from it).
 
     Up to three runs' outputs are alive at once (being counted, queued, being computed), so each gets a third of
     ``budget_bytes``.
@@ -287,6 +289,8 @@ def collect(
 
     done = 0
     for finished, outputs in prefetch(runs()):
+        if on_run is not None:
+            on_run(outputs)
         collector.update(outputs)
         done += finished
         if progress and finished:

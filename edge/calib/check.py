@@ -1,0 +1,129 @@
+"""FP32 against an INT8-simulated model (Q/DQ in ONNX Runtime): label-free fidelity on the agreement images, top-1 and
+top-5 on a labelled set. The FP32 side runs once; its outputs are kept while they fit the memory budget, so each
+candidate INT8 model of the budget search costs one INT8 pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from edge.calib.datasets import ImageSet
+from edge.calib.fidelity import FidelityMeter, OutputFidelity, lowest
+from edge.calib.stats import TensorTap, fixed_batch
+from edge.errors import EdgeError
+from edge.graph.model import Graph
+
+BATCH = 16
+
+
+@dataclass
+class TopK:
+    images: int
+    top1: float
+    top5: float
+
+
+@dataclass
+class Measurement:
+    fidelity: List[OutputFidelity] = field(default_factory=list)
+    labelled: Optional[TopK] = None
+
+    @property
+    def agreement(self) -> float:
+        return lowest(self.fidelity)[0]
+
+
+def session(model: Any, threads: int, int8: bool) -> Any:
+    """An ONNX Runtime session returning the graph outputs; INT8 keeps Q/DQ as separate ops (simulated INT8)."""
+    return TensorTap(model, [[o.name for o in model.graph.output]], threads, optimize=not int8).sessions[0][0]
+
+
+def _batches(images: ImageSet, batch: int, fixed: Optional[int]) -> Iterator[np.ndarray]:
+    for inputs in images.batches(fixed or batch):
+        if fixed is not None and len(inputs) != fixed:
+            return  # a fixed-batch model cannot take the short last batch
+        yield inputs
+
+
+def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int]) -> TopK:
+    """Top-1 and top-5 of a session on a labelled set (scores from the set's reader of the first output)."""
+    if images.labels is None or images.scores is None:
+        raise EdgeError(
+            f"--eval {images.name}: this image set has no labels; use a labelled folder or a set such as mnist_5k[:1000]"
+        )
+    name = sess.get_inputs()[0].name
+    top1 = top5 = done = 0
+    for inputs in _batches(images, batch, fixed):
+        scores = images.scores(sess.run(None, {name: inputs})[0])
+        labels = images.labels[done : done + len(inputs)]
+        k = min(5, scores.shape[1])
+        best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        top1 += int((scores.argmax(axis=1) == labels).sum())
+        top5 += int((best == labels[:, None]).any(axis=1).sum())
+        done += len(inputs)
+    return TopK(done, top1 / max(done, 1), top5 / max(done, 1))
+
+
+class Checker:
+    """Measures candidate INT8 models against the FP32 model on the same images."""
+
+    def __init__(
+        self,
+        fp32: Any,
+        graph: Graph,
+        layout: str,
+        images: ImageSet,
+        labelled: Optional[ImageSet] = None,
+        threads: int = 0,
+        budget_bytes: int = 256 << 20,
+        reference: Optional[Dict[str, np.ndarray]] = None,
+    ) -> None:
+        """``reference``: the FP32 outputs on ``images`` in image order, when the statistics pass kept them."""
+        self.graph, self.layout, self.images, self.labelled = graph, layout, images, labelled
+        self.threads, self.budget_bytes = threads, budget_bytes
+        self.outputs = [o.name for o in fp32.graph.output]
+        self.fixed = fixed_batch(graph)
+        self.fp32 = session(fp32, threads, int8=False)
+        self._stored: Optional[List[Dict[str, np.ndarray]]] = None
+        self._seed = reference
+        self.fp32_labelled = top_k(self.fp32, labelled, BATCH, self.fixed) if labelled is not None else None
+
+    def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
+        """(inputs, FP32 outputs) batch by batch: from memory after the first pass when they fit."""
+        stored = self._stored
+        keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
+        used = 0
+        name = self.fp32.get_inputs()[0].name
+        done = 0
+        for k, inputs in enumerate(_batches(self.images, BATCH, self.fixed)):
+            if self._seed is not None:
+                yield inputs, {o: v[done : done + len(inputs)] for o, v in self._seed.items()}
+                done += len(inputs)
+                continue
+            if stored is not None:
+                yield inputs, stored[k]
+                continue
+            out = dict(zip(self.outputs, self.fp32.run(self.outputs, {name: inputs})))
+            if keep is not None:
+                used += sum(v.nbytes for v in out.values())
+                if used <= self.budget_bytes:
+                    keep.append(out)
+                else:
+                    keep = None
+            yield inputs, out
+        if self._seed is None and stored is None and keep is not None:
+            self._stored = keep
+
+    def measure(self, int8: Any, labelled: bool = True) -> Measurement:
+        """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set."""
+        sess = session(int8, self.threads, int8=True)
+        name = sess.get_inputs()[0].name
+        meter = FidelityMeter(self.graph, self.outputs, self.layout)
+        for inputs, ref in self._reference():
+            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))))
+        result = Measurement(meter.summary())
+        if labelled and self.labelled is not None:
+            result.labelled = top_k(sess, self.labelled, BATCH, self.fixed)
+        return result

@@ -1,0 +1,270 @@
+"""`edge calib` end to end on a small convolutional classifier made here (16x16 input, 3 classes), so the flags,
+readers and budgets can be attacked many times in seconds: checks made before the statistics pass, the budget
+search writing its FP16 list into the Q/DQ model and the sidecar, the exit status when a budget cannot be met, the
+next-step command through the real edge-build parser, and Hypothesis on the number flags and the --eval folders.
+The model's weights are random: only FP32 against INT8 of the same model is measured, never its accuracy."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edge import cli
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+cv2 = pytest.importorskip("cv2")
+
+SIZE = ["--set", "input.size=[16, 16]"]
+
+
+def tiny_model(path: Path, seed: int = 0) -> Path:
+    h, nh = onnx.helper, onnx.numpy_helper
+    rng = np.random.default_rng(seed)
+    inits = [
+        nh.from_array(rng.normal(0, 0.5, (8, 3, 3, 3)).astype(np.float32), "w1"),
+        nh.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b1"),
+        nh.from_array(rng.normal(0, 0.5, (8, 8, 3, 3)).astype(np.float32), "w2"),
+        nh.from_array(rng.normal(0, 0.5, (8, 3)).astype(np.float32), "w3"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], "conv1", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], "relu1"),
+        h.make_node("Conv", ["r1", "w2"], ["c2"], "conv2", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["r2"], "relu2"),
+        h.make_node("GlobalAveragePool", ["r2"], ["g"], "pool"),
+        h.make_node("Flatten", ["g"], ["f"], "flatten"),
+        h.make_node("MatMul", ["f", "w3"], ["logits"], "fc"),
+        h.make_node("Softmax", ["logits"], ["prob"], "softmax", axis=1),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "tiny",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [  # a class output and a map (a segmenter's [N, C, H, W]: one decision per pixel)
+            h.make_tensor_value_info("prob", onnx.TensorProto.FLOAT, ["N", 3]),
+            h.make_tensor_value_info("c2", onnx.TensorProto.FLOAT, ["N", 8, 16, 16]),
+        ],
+        inits,
+    )
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def write_images(folder: Path, count: int, seed: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        img = cv2.GaussianBlur(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8), (3, 3), 0)
+        cv2.imwrite(str(folder / f"{k:03d}.png"), img)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    tiny_model(d / "tiny.onnx")
+    write_images(d / "calib", 12, 1)
+    for k, name in enumerate(("cat", "dog", "owl")):
+        write_images(d / "eval" / name, 4, 10 + k)
+    return d
+
+
+def run(capsys, *argv: str):
+    status = cli.main(["calib", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def base(tiny: Path, out: Path):
+    return [str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), *SIZE, "--cache", str(out / "t.cache")]
+
+
+def test_a_run_writes_the_cache_and_its_sidecar_and_a_next_step_that_edge_build_accepts(tiny, tmp_path, capsys, monkeypatch):
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--eval", str(tiny / "eval"))
+    assert status == 0, err
+    assert (tmp_path / "t.cache").read_text().startswith("TRT-100300-EntropyCalibration2\n")
+    side = json.loads((tmp_path / "t.cache.json").read_text())
+    assert side["edge_fp16_layers"] == 1 and side["layers"] == [] and side["method"] == "percentile 99.9"
+    assert "agreement" in out and re.search(r"top-1 on 12 labelled images from .*eval: FP32", out)
+    # The printed command goes through edge-build's own parser and config checks.
+    lines = out.splitlines()
+    command = lines[lines.index(next(x for x in lines if x.startswith("next, on the Jetson"))) + 1].strip()
+    argv = shlex.split(command)
+    assert argv[0] == "edge-build" and "--int8" in argv and "--calib-cache" in argv and "--shape" in argv
+    args = cli.entry_parser("build", "edge-build").parse_args(argv[1:])
+    assert args.int8 and args.calib_cache == str(tmp_path / "t.cache") and args.shape == ["x=1x3x16x16"]
+    # Run it: the config checks pass (model, cache, shape); then the installed TensorRT decides. TensorRT-RTX (the
+    # one here) has no INT8 calibrators and says so; a Jetson's TensorRT builds the engine.
+    from edge.builder import trt as trt_api
+    from edge.errors import guard
+
+    monkeypatch.chdir(tmp_path)
+    status = guard("edge-build", args._main, args)
+    _, err = capsys.readouterr()
+    if trt_api.load().__name__ == "tensorrt_rtx":
+        assert status == 2 and "--int8: this TensorRT (tensorrt_rtx" in err and "strongly typed" in err
+    else:
+        assert status == 0, err
+
+
+def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_path, capsys):
+    qdq = tmp_path / "t.qdq.onnx"
+    # The map's 3072 per-pixel decisions all agree only when both convolutions stay in FP16.
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--method", "entropy", "--min-agreement", "1.0", "--qdq", str(qdq))
+    assert status == 0, err
+    side = json.loads((tmp_path / "t.cache.json").read_text())
+    assert side["before"]["agreement"] < 1.0 and side["after"]["agreement"] == 1.0 and side["budget"] == {"min_agreement": 1.0}
+    assert {"conv1", "conv2"} <= set(side["layers"]) and f"kept in FP16 ({len(side['layers'])})" in out
+    assert [o["output"] for o in side["after"]["outputs"]] == ["prob", "c2"] and side["after"]["outputs"][1][
+        "positions"
+    ] == 12 * 256
+    model = onnx.load(str(qdq))
+    for node in model.graph.node:
+        if node.name in side["layers"]:  # no Q/DQ in front of a kept layer
+            assert not any(i.endswith("_dequantized") for i in node.input)
+    assert next(n for n in model.graph.node if n.name == "fc").input[0].endswith("_dequantized")
+
+
+def test_every_layer_kept_in_fp16_is_an_exact_copy_and_the_sidecar_stays_strict_json(tiny, tmp_path, capsys):
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--keep-fp16", "conv1", "conv2", "fc", "--min-agreement", "1.0")
+    assert status == 0, err
+    side = json.loads((tmp_path / "t.cache.json").read_text())  # json.loads refuses nothing; the text must be JSON
+    assert "Infinity" not in (tmp_path / "t.cache.json").read_text()
+    # No Q/DQ left: what differs is float rounding between ONNX Runtime's optimisation levels (or nothing: null).
+    assert side["layers"] == ["conv1", "conv2", "fc"] and side["after"]["agreement"] == 1.0
+    assert all(o["sqnr_db"] is None or o["sqnr_db"] > 100 for o in side["after"]["outputs"])
+    from edge.calib.sidecar import Sidecar
+
+    assert json.loads(Sidecar([], {"sqnr_db": float("inf"), "x": [float("nan")]}).to_json())["sqnr_db"] is None
+
+
+def test_a_budget_that_cannot_be_met_says_by_how_much_exits_1_and_writes_nothing(tiny, tmp_path, capsys, monkeypatch):
+    from edge.calib import check
+
+    real = check.Checker.measure
+
+    def worse(self, int8, labelled=True):  # every INT8 candidate disagrees somewhere: no FP16 list can help
+        m = real(self, int8, labelled)
+        for f in m.fidelity:
+            f.agree = max(0, f.positions - 1)
+        return m
+
+    monkeypatch.setattr(check.Checker, "measure", worse)
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--min-agreement", "1.0")
+    assert status == 1
+    assert len(err.strip().splitlines()[-1:]) == 1 and "cannot be met" in err and "short by" in err
+    assert not (tmp_path / "t.cache").exists() and not (tmp_path / "t.cache.json").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--percentile", "nan"], "--percentile nan: must be in (0, 100]"),
+        (["--min-agreement", "1.5"], "--min-agreement 1.5"),
+        (["--max-drop", "0.5"], "--max-drop needs labelled images"),
+        (["--max-drop", "-1", "--eval", "x"], "--max-drop -1.0"),
+        (["--eval", "/nonexistent"], "--eval /nonexistent: not a folder"),
+        (["--keep-fp16", "nope"], "--keep-fp16 nope: no node"),
+        (["--trt-version", "eight"], "--trt-version eight"),
+        (["--agreement-images", "/nonexistent"], "not a folder"),
+        (["--eval", "mnist_5k[:10]"], "that set makes inputs of [1, 3, 48, 96]"),
+    ],
+)
+def test_bad_flags_are_refused_before_the_statistics_pass(tiny, tmp_path, capsys, extra, message):
+    status, _, err = run(capsys, *base(tiny, tmp_path), *extra)
+    assert status == 2 and message in err
+    assert "statistics" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_output_that_is_an_input_in_any_spelling_is_refused_before_the_work(tiny, tmp_path, capsys):
+    model = tiny / "tiny.onnx"
+    link = tmp_path / "hard.onnx"
+    os.link(model, link)
+    (tmp_path / "sym.onnx").symlink_to(model)
+    for cache in (str(tiny / "calib" / ".." / "tiny.onnx"), str(link), str(tmp_path / "sym.onnx")):
+        status, _, err = run(capsys, str(model), "--images", str(tiny / "calib"), *SIZE, "--cache", cache)
+        assert status == 2 and "same file as the input MODEL" in err and "statistics" not in err
+    status, _, err = run(capsys, *base(tiny, tmp_path), "--qdq", str(tmp_path / "t.cache"))
+    assert status == 2 and "--qdq" in err and "same file as --cache" in err
+    status, _, err = run(capsys, *base(tiny, tmp_path)[:-1], str(tmp_path / "missing" / "t.cache"))
+    assert status == 2 and "does not exist" in err
+    assert model.read_bytes()[:2] != b"TR"  # untouched
+
+
+def test_eval_folder_with_labels_from_the_run_config(tiny, tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("model:\n  path: tiny.onnx\ninput:\n  size: [16, 16]\ntask:\n  type: classify\n  labels: [owl, dog, cat]\n")
+    status, out, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                           "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 0, err
+    cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: classify\n  labels: [cat, dog]\n")
+    status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                         "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 2 and "folder 'owl' is not among the 2 labels" in err
+    (tmp_path / "labels.txt").write_bytes(b"cat\n\xffdog\n")
+    cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: classify\n  labels: labels.txt\n")
+    status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                         "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 2 and "task.labels" in err and "UTF-8" in err and len(err.strip().splitlines()) == 1
+    cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: blazeface\n")
+    status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
+                         "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
+    assert status == 2 and "task.type blazeface" in err
+
+
+FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 1e-9, 100.0, -0.0]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(agreement=FLOATS, drop=st.one_of(st.none(), FLOATS), percentile=FLOATS)
+def test_number_flags_exit_0_1_or_2_with_one_line(tiny, tmp_path, capsys, agreement, drop, percentile):
+    argv = [*base(tiny, tmp_path), f"--min-agreement={agreement!r}", f"--percentile={percentile!r}", "--method", "percentile"]
+    argv += [f"--max-drop={drop!r}", "--eval", str(tiny / "eval")] if drop is not None else []
+    status, _, err = run(capsys, *argv)
+    assert status in (0, 1, 2)
+    if status:
+        assert len(err.strip().splitlines()[-1:]) == 1 and "Traceback" not in err
+        assert "unexpected" not in err
+
+
+NAMES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=12)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(folders=st.lists(NAMES, min_size=0, max_size=4, unique=True), labels=st.one_of(st.none(), st.lists(NAMES, max_size=5)),
+       loose=st.booleans(), empty=st.booleans())  # fmt: skip
+def test_eval_folder_layouts_are_read_or_refused_in_one_line(tmp_path_factory, folders, labels, loose, empty):
+    from edge.calib.datasets import DIGITS_SPEC, labelled_folder
+    from edge.errors import EdgeError
+
+    root = tmp_path_factory.mktemp("eval")
+    made = []
+    for name in folders:
+        try:
+            (root / name).mkdir()
+        except OSError:  # a name this file system refuses (".", "..", too long in bytes)
+            continue
+        made.append(name)
+        if not empty:
+            write_images(root / name, 1, 0)
+    if loose:
+        write_images(root, 1, 0)
+    try:
+        s = labelled_folder(root, DIGITS_SPEC, labels)
+    except EdgeError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("--eval ")
+        return
+    classes = sorted(n for n in made if not n.startswith("."))
+    names = labels or classes
+    # Each image's class index is its folder's first position in the label list, folders in sorted order.
+    expected = [names.index(c) for c in classes for _ in range(0 if empty else 1)]
+    assert s.labels.tolist() == expected and s.count == len(expected)
