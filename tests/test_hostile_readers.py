@@ -563,11 +563,17 @@ MISMATCHES = [
 
 
 @pytest.mark.parametrize("override, key", MISMATCHES, ids=[m[0] for m in MISMATCHES])
-def test_check_fails_on_a_config_that_does_not_fit_the_model(base: Path, tmp_path: Path, override: str, key: str) -> None:
+def test_check_fails_on_a_config_that_does_not_fit_the_model(base: Path, override: str, key: str) -> None:
     """Review: `--check` passed a config whose dtype or task did not fit the model; the run then failed on frame 1."""
     o = run_main("-c", base, "--set", override, "--check")
     assert_refused(o, key, parser=command_parser("edge-run"))
-    # and the run itself refuses it before any frame, in one line, without a stage traceback
+
+
+@pytest.mark.parametrize("override, key", MISMATCHES, ids=[m[0] for m in MISMATCHES])
+def test_a_run_refuses_a_config_that_does_not_fit_the_model_before_frame_one(
+    base: Path, tmp_path: Path, override: str, key: str
+) -> None:
+    """The run makes the same checks as --check before it reads a frame: bad input, exit 2, one line, no summary."""
     o = run_main("-c", base, "-q", "--telemetry", "none", "--set", override, "--frames", 5, "--summary-json", tmp_path / "s.json")
     assert_refused(o, key)
     assert not (tmp_path / "s.json").exists()
