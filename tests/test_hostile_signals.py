@@ -1,0 +1,184 @@
+"""Signals and stalls (review hostile-inputs-2026-12, "Hangs"; issue 14 item 4): every wait wakes on SIGTERM, the
+camera service stops well within its unit's TimeoutStopSec even when the stream is stalled, and a second SIGTERM
+aborts at once with the frames abandoned in flight counted in the summary.
+
+The stalls are real sockets on 127.0.0.1: a server that accepts and never answers (a hung camera), an HTTP server
+that sends part of Megamind.avi and then nothing more (a stream that stalls mid-way), and one that drops the
+connection (a camera that goes away: reconnect backoff).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ._hostile import (
+    Child,
+    assert_no_traceback,
+    demo_config,
+    entry,
+    http_file,
+    silent_tcp,
+)
+from .conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _timeout_stop_s() -> float:
+    """TimeoutStopSec of the camera unit: systemd SIGKILLs the service after this long."""
+    m = re.search(r"^TimeoutStopSec=(\d+)", (ROOT / "systemd" / "edge-camera@.service").read_text(), re.M)
+    assert m, "the unit sets TimeoutStopSec"
+    return float(m.group(1))
+
+
+# "Well before" TimeoutStopSec: a stop must leave systemd's SIGKILL far out of reach.
+STOP_BUDGET_S = 0.6 * _timeout_stop_s()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory, demo_model: Path, megamind: Path) -> Path:
+    return demo_config(tmp_path_factory.mktemp("signals"))
+
+
+def _start(base: Path, *extra: object) -> Child:
+    return Child([*entry("edge-run"), "-c", str(base), "--telemetry", "none", *map(str, extra)])
+
+
+def _stop_time(child: Child, sig: int = signal.SIGTERM) -> float:
+    t0 = time.monotonic()
+    child.signal(sig)
+    child.finish(60)
+    return time.monotonic() - t0
+
+
+def test_sigterm_ends_the_idle_baseline_at_once(base: Path, tmp_path: Path) -> None:
+    """Review: `--idle-baseline 25` ignored SIGTERM (twice) for 25 s."""
+    child = _start(base, "--idle-baseline", 25, "--frames", 50, "--summary-json", tmp_path / "s.json")
+    assert child.wait_for(lambda: "measuring idle power" in child.stderr_so_far(), 60), child.finish(5)
+    time.sleep(0.5)
+    seconds = _stop_time(child)
+    o = child.finish(1)
+    assert seconds < 3.0, f"{seconds:.1f} s to stop during the idle baseline{o}"
+    assert_no_traceback(o)
+    assert o.code == 0, o
+    assert json.loads((tmp_path / "s.json").read_text())["frames"] == 0
+
+
+@pytest.mark.parametrize("scheme", ["rtsp", "http"])
+def test_sigterm_stops_a_run_whose_camera_accepts_and_never_answers(base: Path, tmp_path: Path, scheme: str) -> None:
+    """Review: a stalled network stream delayed SIGTERM 17-30 s, longer than the unit's TimeoutStopSec=20."""
+    with silent_tcp() as port:
+        child = _start(base, "--source", f"{scheme}://127.0.0.1:{port}/cam", "-q")
+        time.sleep(3.0)  # well inside the open by now
+        seconds = _stop_time(child)
+        o = child.finish(1)
+    assert seconds < STOP_BUDGET_S, f"{seconds:.1f} s to stop (TimeoutStopSec {_timeout_stop_s():.0f} s){o}"
+    if o.code == -signal.SIGTERM:  # still opening the source, before any handler: SIGTERM's default action is a clean stop
+        o.code = 0
+    assert_no_traceback(o)
+    assert o.code in (0, 1, 2), o
+    assert len([line for line in o.err.splitlines() if "error" in line.lower()]) <= 1, o
+
+
+def test_sigterm_stops_a_run_whose_stream_stalls_mid_way(base: Path, tmp_path: Path, megamind: Path) -> None:
+    """Frames flow, then the server sends nothing more with the connection open: the capture thread sits in a read."""
+    with http_file(megamind, stall_after=300_000) as port:
+        child = _start(base, "--source", f"http://127.0.0.1:{port}/clip.avi", "-q", "--summary-json", tmp_path / "s.json")
+        assert child.wait_for(lambda: "backend onnxruntime" in child.stderr_so_far(), 60), child.finish(5)
+        time.sleep(4.0)  # the 300 kB are decoded and the read has stalled
+        seconds = _stop_time(child)
+        o = child.finish(1)
+    assert seconds < STOP_BUDGET_S, f"{seconds:.1f} s to stop (TimeoutStopSec {_timeout_stop_s():.0f} s){o}"
+    assert_no_traceback(o)
+    assert o.code in (0, 1), o
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["frames"] > 0, summary
+
+
+def test_sigterm_wakes_the_reconnect_backoff(base: Path, tmp_path: Path, megamind: Path) -> None:
+    """A camera that goes away: the source waits initial_delay_s before reconnecting; SIGTERM ends that wait."""
+    with http_file(megamind, stall_after=300_000, close=True) as port:
+        child = _start(
+            base,
+            "--source",
+            f"http://127.0.0.1:{port}/clip.avi",
+            "--set",
+            "source.reconnect.initial_delay_s=30",
+            "--set",
+            "source.reconnect.max_delay_s=60",
+        )
+        assert child.wait_for(lambda: "reconnect attempt" in child.stderr_so_far(), 60), child.finish(5)
+        seconds = _stop_time(child)
+        o = child.finish(1)
+    assert seconds < 3.0, f"{seconds:.1f} s to stop during a 30 s reconnect backoff{o}"
+    assert_no_traceback(o)
+    assert o.code in (0, 1), o
+
+
+def test_sigterm_stops_a_run_whose_tegrastats_prints_nothing(base: Path, tmp_path: Path) -> None:
+    """A telemetry child that stalls (tegrastats hung on a busy Jetson) must not hold the shutdown."""
+    fake = tmp_path / "tegrastats"
+    fake.write_text("#!/bin/sh\nexec sleep 600\n")
+    fake.chmod(0o755)
+    child = Child(
+        [
+            *entry("edge-run"),
+            "-c",
+            str(base),
+            "-q",
+            "--loop",
+            "--telemetry",
+            "tegrastats",
+            "--set",
+            f"telemetry.tegrastats_cmd=[{fake}]",
+        ]
+    )
+    assert child.wait_for(lambda: "backend onnxruntime" in child.stderr_so_far(), 60), child.finish(5)
+    time.sleep(1.5)
+    seconds = _stop_time(child)
+    o = child.finish(1)
+    assert seconds < STOP_BUDGET_S, f"{seconds:.1f} s to stop{o}"
+    assert_no_traceback(o)
+    assert o.code in (0, 1), o
+
+
+def test_a_second_sigterm_aborts_at_once_and_counts_the_frames_abandoned_in_flight(base: Path, tmp_path: Path) -> None:
+    """Review: two SIGTERMs reported "dropped 0" for the frames they abandoned."""
+    summary = tmp_path / "s.json"
+    child = _start(base, "--loop", "-q", "--set", "pipeline.queue_size=8", "--summary-json", summary)
+    assert child.wait_for(lambda: "backend onnxruntime" in child.stderr_so_far(), 60), child.finish(5)
+    time.sleep(2.0)  # frames are flowing and every queue is full (a file source blocks instead of dropping)
+    t0 = time.monotonic()
+    child.signal(signal.SIGTERM)
+    time.sleep(0.05)
+    child.signal(signal.SIGTERM)
+    o = child.finish(30)
+    seconds = time.monotonic() - t0
+    assert seconds < 3.0, f"{seconds:.1f} s after the second SIGTERM{o}"
+    assert_no_traceback(o)
+    assert o.code in (0, 1, 130, 143), o
+    s = json.loads(summary.read_text())
+    assert s["captured"] == s["frames"] + s["dropped"] + s.get("abandoned", 0), f"frames unaccounted for: {s}"
+    assert s.get("abandoned", 0) > 0, f"an abort with full queues abandoned nothing? {s}"
+    assert "abandoned" in o.out, o
+
+
+def test_sigterm_during_a_file_run_drains_and_keeps_every_frame(base: Path, tmp_path: Path) -> None:
+    """One SIGTERM is graceful: the frames in flight reach the sinks and the summary says so."""
+    results, summary = tmp_path / "r.jsonl", tmp_path / "s.json"
+    child = _start(base, "--loop", "-q", "--results", results, "--summary-json", summary)
+    assert child.wait_for(lambda: "backend onnxruntime" in child.stderr_so_far(), 60), child.finish(5)
+    time.sleep(1.5)
+    seconds = _stop_time(child)
+    o = child.finish(1)
+    assert seconds < STOP_BUDGET_S, o
+    assert o.code == 0, o
+    s = json.loads(summary.read_text())
+    assert s["frames"] == s["captured"] - s["dropped"] and s.get("abandoned", 0) == 0, s
+    assert len(results.read_text().splitlines()) == s["frames"]
