@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Union
 
+from edge.argtypes import MAX_THREADS
 from edge.errors import ConfigError
 
 # `X | None` is types.UnionType on Python >= 3.10; JetPack 5 ships Python 3.8, so the schema uses Optional.
@@ -479,14 +480,14 @@ def _check(cfg: RunConfig, origin: str) -> None:
         cfg.backend = "tensorrt" if m.engine and not (m.path or m.asset) else "onnxruntime"
     if cfg.backend == "tensorrt":
         if not m.engine:
-            raise key_error(origin, "model.engine", "backend tensorrt needs an engine file (--engine MODEL.engine)")
+            raise key_error(origin, "model.engine", "backend tensorrt needs an engine file: set model.engine to MODEL.engine")
         if not cfg.resolve_path(m.engine).is_file():
             raise key_error(origin, "model.engine", f"file not found: {cfg.resolve_path(m.engine)}")
     if cfg.dla_core is not None:
         if cfg.dla_core < 0:
             raise bad("dla_core", "a DLA core index 0, 1, ... or null", cfg.dla_core)
         if cfg.backend != "tensorrt":
-            raise key_error(origin, "dla_core", "the DLA runs TensorRT engines; set backend: tensorrt (--engine)")
+            raise key_error(origin, "dla_core", "the DLA runs TensorRT engines; set backend: tensorrt and model.engine")
     if cfg.preprocess == "gpu" and cfg.backend != "tensorrt":
         raise key_error(
             origin, "preprocess", "gpu writes straight into TensorRT's input buffer; use backend: tensorrt or preprocess: cpu"
@@ -512,8 +513,8 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise bad("pipeline.frames", "a positive integer or null", p.frames)
     if p.duration_s is not None and p.duration_s <= 0:
         raise bad("pipeline.duration_s", "a positive number or null", p.duration_s)
-    if cfg.threads < 0:
-        raise bad("threads", "0 (the runtime's default) or a positive integer", cfg.threads)
+    if not 0 <= cfg.threads <= MAX_THREADS:
+        raise bad("threads", f"0 (the runtime's default) or a positive integer up to {MAX_THREADS}", cfg.threads)
     r = cfg.source.reconnect
     if r.initial_delay_s <= 0 or r.max_delay_s < r.initial_delay_s or r.max_attempts < 0:
         raise bad(

@@ -288,6 +288,21 @@ def _same(a: Path, b: Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _one_of(path: Path, folder: Path) -> bool:
+    """Whether an existing ``path`` is one of the files of an input folder (an image of --images), in any spelling or
+    as a hard link; a new file in that folder is not one of its inputs."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    try:
+        return any(
+            e.is_file() and (lambda s: (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino))(e.stat()) for e in os.scandir(folder)
+        )
+    except OSError:
+        return False
+
+
 def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Mapping[str, Optional[PathLike]]] = None) -> None:
     """Refuse, before any work, outputs that cannot be written or that are one of the inputs.
 
@@ -310,7 +325,7 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Ma
         if path.exists() and not path.is_file():
             raise EdgeError(f"{flag} {path}: exists and is not a regular file; choose another path")
         for in_flag, in_path in given_inputs.items():
-            if _same(path, in_path):
+            if _same(path, in_path) or (in_path.is_dir() and _one_of(path, in_path)):
                 raise EdgeError(f"{flag} {path}: is the same file as the input {in_flag} {in_path}; write to a new file")
         for other_flag, other in seen.items():
             if _same(path, other):

@@ -17,7 +17,6 @@ import numpy as np
 
 from edge.calib.cache import CalibrationCache, writable, write_cache
 from edge.errors import EdgeError
-from edge.lazy import require
 from edge.progress import Throttle, say
 
 # calib.method -> the TensorRT base class.
@@ -103,10 +102,11 @@ class CalibrationFeed:
 
     def batches(self) -> Iterator[np.ndarray]:
         """Host batches of ``input_shape``; unreadable images are skipped, a last partial batch is dropped."""
-        cv2 = require("cv2", "reading calibration images")
+        from edge.runtime.sources import read_image
+
         pending: List[np.ndarray] = []
         for path in self.images:
-            frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            frame = read_image(path)
             if frame is None:
                 self.skipped.append(path.name)
                 continue

@@ -22,6 +22,9 @@ from edge.config import (
 )
 from edge.errors import ConfigError
 
+# TensorRT takes the pool limit as a size_t of bytes; past 1 TiB of scratch memory the number is a typo.
+MAX_WORKSPACE_MIB = 1 << 20
+
 # Calibrator algorithm names as TensorRT writes them in a cache header.
 ALGORITHMS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration"}
 
@@ -108,8 +111,8 @@ def check(cfg: BuildConfig, origin: str) -> None:
         raise ConfigError(f"{origin}: no model: pass MODEL.onnx or set model.path (or model.asset)")
     check_onnx_source(cfg, origin)
     check_input(cfg.input, origin)
-    if cfg.workspace_mib is not None and cfg.workspace_mib <= 0:
-        raise key_error(origin, "workspace_mib", f"expected a positive number of MiB, got {cfg.workspace_mib}")
+    if cfg.workspace_mib is not None and not 0 < cfg.workspace_mib <= MAX_WORKSPACE_MIB:
+        raise key_error(origin, "workspace_mib", f"expected MiB from 1 to {MAX_WORKSPACE_MIB} (1 TiB), got {cfg.workspace_mib}")
     d = cfg.dla
     if d.core is not None and d.core < 0:
         raise key_error(origin, "dla.core", f"expected a DLA core index (0 or 1 on AGX Orin/Xavier), got {d.core}")

@@ -52,9 +52,14 @@ def hex_to_scale(text: str) -> float:
     return struct.unpack(">f", struct.pack(">I", int(text, 16)))[0]
 
 
+# The smallest normal float32. A scale below it (a denormal, such as the bits 00000001) is a range of practically
+# zero: the tensor it belongs to is better kept in higher precision, as for a zero scale.
+MIN_SCALE = 1.1754943508222875e-38
+
+
 def writable(scale: float) -> bool:
-    """Whether a scale can go in a cache: positive and finite (as a float32)."""
-    if not (math.isfinite(scale) and scale > 0):
+    """Whether a scale can go in a cache: positive, normal and finite (as a float32)."""
+    if not (math.isfinite(scale) and scale >= MIN_SCALE):
         return False
     try:
         return math.isfinite(struct.unpack(">f", struct.pack(">f", scale))[0])
@@ -111,7 +116,7 @@ class CalibrationCache:
             if not writable(scale):
                 raise EdgeError(
                     f"{origin}: line {n}: tensor {short(name, 80)} has scale {scale} ({hexbits}); a scale must be positive and "
-                    "finite: recalibrate, or delete the line (TensorRT then keeps that tensor in higher precision)"
+                    "finite (and not denormal): recalibrate, or delete the line (TensorRT then keeps that tensor in higher precision)"
                 )
             cache.scales[name] = scale
         return cache

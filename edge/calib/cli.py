@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from edge import argtypes
 from edge.calib.cache import ALGORITHMS
+from edge.config import short
 from edge.errors import EdgeError, RunFailed
 
 METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
@@ -119,14 +120,18 @@ def trt_version(text: str) -> str:
     """'8.5' -> '8.5.2' (the JetPack release), '10.3' -> '10.3.0', a full X.Y.Z as given."""
     if text in TRT_RELEASES:
         return TRT_RELEASES[text]
-    if not re.fullmatch(r"\d+\.\d+(\.\d+){0,2}", text):
-        raise EdgeError(f"--trt-version {text}: expected 8.5, 8.6, 10.3 or a version such as 8.6.2 (TensorRT on the Jetson)")
+    m = re.fullmatch(r"(\d{1,2})\.(\d)(?:\.(\d{1,2}))?(?:\.\d{1,4})?", text)
+    if not m or not 7 <= int(m.group(1)) <= 11:
+        # The cache header packs major, minor and patch into one integer (8.5.2 -> 8502, 10.3.0 -> 100300), so each
+        # part has a few digits at most; TensorRT with calibrators runs from 7.x to 10.x.
+        raise EdgeError(
+            f"--trt-version {short(text, 40)}: expected 8.5, 8.6, 10.3 or a TensorRT version such as 8.6.2 (the Jetson's)"
+        )
     return text if text.count(".") >= 2 else text + ".0"
 
 
 def check_numbers(args: argparse.Namespace) -> None:
     """The ranges of the number flags, before anything is loaded (argparse has refused non-numbers, NaN and infinity)."""
-    from edge.config import short
 
     if not (math.isfinite(args.percentile) and 0.0 < args.percentile <= 100.0):
         raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
@@ -194,7 +199,7 @@ def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
                 f"key 'task.labels': the labels file cannot be read as UTF-8 text ({exc}); one label per line"
             ) from None
         return datasets.labelled_folder(args.eval, spec, labels or None)
-    named = datasets.dataset(args.eval)
+    named = datasets.dataset(args.eval, flag="--eval")
     if named.spec.input_shape != spec.input_shape:
         raise EdgeError(
             f"--eval {args.eval}: that set makes inputs of {list(named.spec.input_shape)}, the calibration images "
@@ -259,7 +264,13 @@ def main(args: argparse.Namespace) -> int:
     side_path = sidecar_path(cache_path)
     check_outputs(
         {"--cache": cache_path, "--cache (its sidecar)": side_path, "--qdq": args.qdq},
-        {"MODEL": path, "--config": args.config},
+        {
+            "MODEL": path,
+            "--config": args.config,
+            "--images": args.images,
+            "--agreement-images": args.agreement_images,
+            "--eval": args.eval if args.eval and Path(args.eval).is_dir() else None,
+        },
     )
     model = load_model(path)
     inputs = model_inputs(model)

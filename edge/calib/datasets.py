@@ -13,6 +13,7 @@ over the CTC time steps).
 from __future__ import annotations
 
 import gzip
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,12 @@ from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
+from edge import MAX_IMAGE_PIXELS
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
-from edge.runtime.sources import IMAGE_EXTS
+from edge.runtime.sources import IMAGE_EXTS, image_problem, read_image
+
+log = logging.getLogger("edge.calib")
 
 
 @dataclass
@@ -58,20 +62,40 @@ def find_images(folder: str | Path, max_images: Optional[int] = None) -> List[Pa
     files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTS and p.is_file())
     if not files:
         raise EdgeError(f"calibration images '{root}': no images found (looked for {', '.join(sorted(IMAGE_EXTS))})")
-    return files[:max_images] if max_images else files
+    # Files that cannot be images are dropped now, by their bytes, not in the middle of a long pass.
+    problems = {p: image_problem(p) for p in files}
+    good = [p for p in files if problems[p] is None]
+    if not good:
+        first = files[0]
+        raise EdgeError(
+            f"calibration images '{root}': none of its {len(files)} files is a readable image ({first.name}: {problems[first]})"
+        )
+    if len(good) < len(files):
+        bad = next(p for p in files if problems[p] is not None)
+        log.warning(
+            "calibration images '%s': %d of %d files skipped (%s: %s)",
+            root,
+            len(files) - len(good),
+            len(files),
+            bad.name,
+            problems[bad],
+        )
+    return good[:max_images] if max_images else good
 
 
 def image_folder(folder: str | Path, spec: PreprocessSpec, max_images: Optional[int] = None) -> ImageSet:
     """The images of a folder (see ``find_images``), each read with OpenCV when it is needed."""
-    import cv2
 
     root = Path(folder)
     files = find_images(root, max_images)
 
     def frame(i: int) -> np.ndarray:
-        img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
+        img = read_image(files[i])
         if img is None:
-            raise EdgeError(f"calibration image '{files[i]}' cannot be decoded by OpenCV; remove it or convert it to PNG/JPEG")
+            raise EdgeError(
+                f"calibration image '{files[i]}' cannot be decoded (damaged, or over {MAX_IMAGE_PIXELS // 1_000_000} "
+                "megapixels); remove it or convert it to PNG/JPEG"
+            )
         return img
 
     return ImageSet(str(root), spec, frame, len(files))
@@ -87,7 +111,6 @@ def labelled_folder(
 ) -> ImageSet:
     """A folder in the image-classification layout: ``folder/<class>/*.jpg``. A class's index is its position in
     ``labels`` (the run config's task.labels) or, without labels, in the sorted folder names."""
-    import cv2
 
     root = Path(folder)
     if not root.is_dir():
@@ -120,9 +143,9 @@ def labelled_folder(
         raise EdgeError(f"{origin} {root}: no images in its class folders (looked for {', '.join(sorted(IMAGE_EXTS))})")
 
     def frame(i: int) -> np.ndarray:
-        img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
+        img = read_image(files[i])
         if img is None:
-            raise EdgeError(f"{origin}: image '{files[i]}' cannot be decoded by OpenCV; remove it or convert it to PNG/JPEG")
+            raise EdgeError(f"{origin}: image '{files[i]}' cannot be decoded (damaged, or too large); remove or convert it")
         return img
 
     return ImageSet(str(root), spec, frame, len(files), np.array(ids, np.int64), class_scores)
@@ -191,12 +214,12 @@ DATASETS: Dict[str, Callable[[], ImageSet]] = {"mnist_5k": _mnist_5k, "opencv_di
 _NAME = re.compile(r"^(\w+)(?:\[(-?\d*):(-?\d*)\])?$")
 
 
-def dataset(text: str, max_images: Optional[int] = None) -> ImageSet:
-    """A named set, optionally sliced (``mnist_5k[-100:]``), then cut to ``max_images``."""
+def dataset(text: str, max_images: Optional[int] = None, flag: str = "--dataset") -> ImageSet:
+    """A named set, optionally sliced (``mnist_5k[-100:]``), then cut to ``max_images``; errors name ``flag``."""
     m = _NAME.match(text.strip())
     if m is None or m.group(1) not in DATASETS:
         known = ", ".join(DATASETS)
-        raise EdgeError(f"dataset '{text}': expected NAME or NAME[start:stop] with NAME one of: {known} (e.g. mnist_5k[:1000])")
+        raise EdgeError(f"{flag} {text}: expected NAME or NAME[start:stop] with NAME one of: {known} (e.g. mnist_5k[:1000])")
     full = DATASETS[m.group(1)]()
     start = int(m.group(2)) if m.group(2) else None
     stop = int(m.group(3)) if m.group(3) else None
@@ -204,6 +227,6 @@ def dataset(text: str, max_images: Optional[int] = None) -> ImageSet:
     if max_images:
         picked = picked[:max_images]
     if not picked:
-        raise EdgeError(f"dataset '{text}': the slice selects no images ({full.name} has {full.count})")
+        raise EdgeError(f"{flag} {text}: the slice selects no images ({full.name} has {full.count})")
     labels = None if full.labels is None else full.labels[picked]
     return ImageSet(text.strip(), full.spec, lambda i: full.frame(picked[i]), len(picked), labels, full.scores)

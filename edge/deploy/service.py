@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from edge import argtypes
 from edge.config import short
 from edge.deploy.target import CONFIG_MODE, NAME_RE, SERVICE_GROUP
 from edge.errors import EdgeError, RunFailed
@@ -53,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("name", metavar="NAME", help="instance name: checks /etc/edge/NAME.yaml")
     c.add_argument("--dry-run", action="store_true", help="print the systemd-run command, run nothing")
     c.add_argument("--root", type=Path, default=Path("/"), help="read the unit and config under this root (with --dry-run)")
-    c.add_argument("--timeout", type=float, default=180.0, help="seconds before the check is stopped (default 180)")
+    c.add_argument(
+        "--timeout", type=argtypes.positive_float, default=180.0, help="seconds before the check is stopped (default 180)"
+    )
     p = sub.add_parser("install", help="install and enable edge-camera@NAME.service", description=__doc__.splitlines()[0])
     p.add_argument("name", metavar="NAME", help="instance name: the service reads /etc/edge/NAME.yaml")
     p.add_argument("--config", type=Path, help="run config to install as /etc/edge/NAME.yaml (omit to keep the one there)")
@@ -95,6 +98,11 @@ def _edge_run(given: Optional[str], root: Path) -> str:
         raise EdgeError(f"--edge-run {short(path)}: a path with a control character (newline, tab) cannot go into a unit file")
     if not os.path.isabs(path):
         raise EdgeError(f"--edge-run {short(path)}: systemd needs an absolute path")
+    if any(c in path for c in "$\"'\\"):
+        # systemd refuses these in an executable's name ("contains special characters"), however quoted
+        raise EdgeError(
+            f"--edge-run {short(path)}: systemd cannot run a program whose path holds $ \" ' or \\; install edge elsewhere"
+        )
     if root == Path("/") and not os.access(path, os.X_OK):
         raise EdgeError(f"--edge-run {short(path)}: not an executable file")
     return path

@@ -409,6 +409,23 @@ def _checked(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
     return parse
 
 
+# edge.argtypes does this for the edge commands; this program runs on the device without edge (stdlib only).
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e6):  # also refuses NaN and infinity (Ansible's edge_timeout arrives as text)
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text[:40]!r}")
+    return value
+
+
+def _keep(text: str) -> int:
+    if not text.isdigit() or not 2 <= int(text) <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a number of releases from 2 to 1000, got {text[:40]!r}")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edge-deploy-target", description="Device side of `edge deploy`.")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -427,8 +444,8 @@ def _parser() -> argparse.ArgumentParser:
     act.add_argument("--no-check", dest="check_cmd", action="store_const", const=None, help="skip the device check")
     act.add_argument("--restart-cmd", type=_command, default=DEFAULT_RESTART)
     act.add_argument("--health-cmd", type=_command, default=DEFAULT_HEALTH)
-    act.add_argument("--timeout", type=float, default=120.0, help="seconds for each of check, restart and health")
-    act.add_argument("--keep", type=int, default=2, help="releases to keep, at least 2 (the new one and the previous)")
+    act.add_argument("--timeout", type=_seconds, default=120.0, help="seconds for each of check, restart and health")
+    act.add_argument("--keep", type=_keep, default=2, help="releases to keep, at least 2 (the new one and the previous)")
     return parser
 
 
@@ -440,7 +457,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # see _say: finish even when the SSH session drops
     activation = Activation(
-        layout, args.release, args.engine, args.check_cmd, args.restart_cmd, args.health_cmd, args.timeout, max(args.keep, 2)
+        layout, args.release, args.engine, args.check_cmd, args.restart_cmd, args.health_cmd, args.timeout, args.keep
     )
     layout.home.mkdir(parents=True, exist_ok=True)
     with open(str(layout.home / ".lock"), "a") as lock:

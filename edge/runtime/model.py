@@ -26,7 +26,7 @@ def model_path(cfg: Any) -> Path:
 def engine_path(cfg: Any) -> Path:
     """The TensorRT engine: model.engine, relative to the config."""
     if not cfg.model.engine:
-        raise ConfigError("key 'model.engine': the tensorrt backend needs an engine file (--engine MODEL.engine)")
+        raise ConfigError("key 'model.engine': the tensorrt backend needs an engine file: set model.engine to MODEL.engine")
     return cfg.resolve_path(cfg.model.engine)
 
 
@@ -61,6 +61,17 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
             raise ConfigError(
                 f"key 'input.layout': cannot tell NCHW from NHWC for input {tensor.name!r} {list(shape)}; set nchw or nhwc"
             )
+    channels = shape[1] if layout == "nchw" else shape[3]
+    if (
+        i.layout != "auto"
+        and isinstance(channels, int)
+        and channels not in (1, 3, 4)
+        and (shape[3] if layout == "nchw" else shape[1]) == 3
+    ):
+        other = "nhwc" if layout == "nchw" else "nchw"
+        raise ConfigError(
+            f"key 'input.layout': {layout} but the model input {tensor.name!r} is {list(shape)}, which is {other.upper()}"
+        )
     h_dim, w_dim = (shape[2], shape[3]) if layout == "nchw" else (shape[1], shape[2])
     if i.size:
         width, height = i.size

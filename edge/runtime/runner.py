@@ -63,9 +63,10 @@ def check_run_outputs(cfg: Any) -> None:
         from edge.telemetry.files import CSV_NAME, JSONL_NAME, META_NAME
 
         base = cfg.resolve_path(folder)
-        outputs.update(
-            {f"telemetry file {name}": base / name for name in (JSONL_NAME, CSV_NAME, META_NAME)} if base.is_dir() else {}
-        )
+        if t.dir and not base.is_dir():
+            what = "is not a folder" if base.exists() else "does not exist; create it"
+            raise EdgeError(f"{cfg.name_of('telemetry.dir')} {base}: {what} (or choose another telemetry.dir)")
+        outputs.update({f"telemetry file {name}": base / name for name in (JSONL_NAME, CSV_NAME, META_NAME)})
     inputs = {
         "--config": cfg.config_file,
         cfg.name_of("model.path"): cfg.optional_path(cfg.model.path),
@@ -104,6 +105,7 @@ class Runner:
         tensor = pick_input(cfg, self.backend.inputs)
         self.spec = preprocess_spec(cfg, tensor)
         post = create_postprocessor(cfg, self.backend.outputs, self.spec)
+        _trial_frame(self.backend, self.spec, tensor.name, post)  # a config that does not fit fails here, exit 2
         gpu = cfg.preprocess == "gpu"
         self.source = open_source(cfg.source, self.stop_event, base_dir=cfg.base_dir, gpu=gpu)
         # Frames are decoded into buffers allocated once: page-locked (or mapped) memory when the GPU preprocesses.

@@ -230,7 +230,6 @@ class ImageSource(Source):
         self.skipped = 0
 
     def read(self) -> Optional[Frame]:
-        cv2 = _cv2()
         while True:
             if self._pos >= len(self.files):
                 if not self.loop:
@@ -238,10 +237,7 @@ class ImageSource(Source):
                 self._pos = 0
             path = self.files[self._pos]
             self._pos += 1
-            try:
-                image = cv2.imread(path, cv2.IMREAD_COLOR)
-            except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past the pixel cap)
-                image = None
+            image = read_image(path)
             if image is not None:
                 return self._into_ring(image, os.path.basename(path))
             # A file that vanished or is not an image: skip it, but never spin on a folder that emptied.
@@ -267,6 +263,51 @@ class ImageSource(Source):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "files": len(self.files), "skipped": self.skipped}
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def image_problem(path: Any) -> Optional[str]:
+    """Why a file cannot be an image edge decodes, from its first and last bytes alone; None when it may be one.
+
+    A JPEG without its end marker would decode with libjpeg printing "Premature end of JPEG file" on stderr; a PNG
+    states its size in its header, so one past the pixel cap is refused before anything is allocated.
+    """
+    p = str(path)
+    try:
+        with open(p, "rb") as f:
+            head = f.read(32)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64))
+            tail = f.read()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if size == 0:
+        return "an empty file"
+    ext = os.path.splitext(p)[1].lower()
+    if ext in (".jpg", ".jpeg") and (not head.startswith(b"\xff\xd8") or b"\xff\xd9" not in tail):
+        return "not a whole JPEG (truncated or damaged)"
+    if ext == ".png":
+        if not head.startswith(_PNG) or len(head) < 24:
+            return "not a PNG"
+        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        if width * height > MAX_IMAGE_PIXELS:
+            return f"{width}x{height} pixels, over the {MAX_IMAGE_PIXELS // 1_000_000}-megapixel cap"
+    return None
+
+
+def read_image(path: Any) -> Optional[np.ndarray]:
+    """A BGR image, or None for a file that is not one edge can decode: missing, damaged, or past the pixel cap.
+    One reader for sources, calibration and the builder's calibrator."""
+    if image_problem(path) is not None:
+        return None
+    cv2 = _cv2()
+    try:
+        return cv2.imread(str(path), cv2.IMREAD_COLOR)
+    except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past MAX_IMAGE_PIXELS)
+        return None
 
 
 def gstreamer_available() -> bool:
@@ -318,15 +359,16 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
     if hasattr(cfg, "format"):
         check_source_format(cfg, "source")  # also for a SourceConfig made in code, which load_config never saw
     fmt = "bgr"
-    if uri.startswith("asset://"):
+    scheme = uri.split("://", 1)[0].lower() + "://" if "://" in uri else ""  # RTSP://cam is rtsp://cam
+    if scheme == "asset://":
         from edge import assets
 
         path = assets.resolve(uri[len("asset://") :])
         src: Source = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
-    elif uri.startswith(("rtsp://", "rtsps://", "http://", "https://")):
+    elif scheme in ("rtsp://", "rtsps://", "http://", "https://"):
         r = cfg.reconnect
         src = StreamSource(uri, r.initial_delay_s, r.max_delay_s, r.max_attempts, stop)
-    elif uri.startswith("csi://"):
+    elif scheme == "csi://":
         sensor = uri[len("csi://") :]
         if not sensor.isdigit():
             raise EdgeError(f"source '{uri}': expected csi://N with a sensor number, e.g. csi://0")
@@ -338,7 +380,7 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
         fmt = camera_format(cfg, "csi", gpu)
         pipe = csi_pipeline(int(sensor), cfg.width or 1920, cfg.height or 1080, cfg.framerate or 30, cfg.flip, fmt)
         src = CaptureSource(pipe, uri, live=True, api=_cv2().CAP_GSTREAMER)
-    elif uri.startswith(("v4l2://", "/dev/video")):
+    elif scheme == "v4l2://" or uri.startswith("/dev/video"):
         device = uri[len("v4l2://") :] if uri.startswith("v4l2://") else uri
         if not os.path.exists(device):
             raise EdgeError(f"source '{uri}': {device} does not exist; list cameras with `v4l2-ctl --list-devices`")

@@ -116,11 +116,10 @@ def energy_summary(
         energy_mj = value_at(cts, cvs, t1) - value_at(cts, cvs, t0)
         summary["energy_source"] = "nvml_counter"
 
-    in_window = [s.total_mw for s in window if s.total_mw is not None]
-    summary["power_w"] = {
-        "mean": energy_mj / (t1 - t0) / 1000.0,
-        "max": max(in_window) / 1000.0 if in_window else None,
-    }
+    # The max of the curve the mean integrates: the samples inside plus the interpolated edges (a window shorter than
+    # the sampling period holds no sample at all, and its mean then comes from the edges alone).
+    curve = [s.total_mw for s in window if s.total_mw is not None] + [value_at(ts, ps, t0), value_at(ts, ps, t1)]
+    summary["power_w"] = {"mean": energy_mj / (t1 - t0) / 1000.0, "max": max(curve) / 1000.0}
     rails = sorted({name for s in window for name in s.power_mw})
     # every rail here has at least one reading in the window, so its mean is not None
     summary["rails_w_mean"] = {r: _mean(s.power_mw.get(r) for s in window) / 1000.0 for r in rails}

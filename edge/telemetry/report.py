@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.outputs import write_atomic
+from edge.redact import redact_data
 from edge.telemetry.energy import energy_summary
 from edge.telemetry.files import JSONL_NAME, META_NAME, read_jsonl
 from edge.telemetry.sample import Sample
@@ -193,14 +194,15 @@ def write_report(run_dir: str | Path, frames_name: str = FRAMES_NAME, out_name: 
     intervals = [(f["t_capture"], f["t_done"]) for f in frames if "t_capture" in f]
     sections = [f'<img src="{name}" alt="{name}">' for name in plots if name]
     if summary:
-        sections.append(_table("Run summary", summary))
+        sections.append(_table("Run summary", redact_data(summary)))  # a camera URI may carry a password
     if samples:
-        energy = energy_summary(samples, intervals, meta.get("idle_baseline_w"))
+        idle = meta.get("idle_baseline_w")
+        energy = energy_summary(samples, intervals, idle if _finite(idle) else None)
         sections.append(_table("Telemetry (computed from telemetry.jsonl)", energy))
     else:
         sections.append("<p>No telemetry was recorded for this run.</p>")
     if meta:
-        sections.append(_table("Telemetry source", meta))
+        sections.append(_table("Telemetry source", redact_data(meta)))
     page = (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>edge run report: {html.escape(run.name)}</title>"

@@ -129,10 +129,6 @@ class Sampler:
         ``extra_meta`` is merged into the meta file, e.g. ``{"idle_baseline_w": 4.2}`` so the report uses it.
         """
         run_dir = Path(run_dir)
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)  # telemetry.dir names a folder of its own
-        except OSError as exc:
-            raise EdgeError(f"telemetry.dir {run_dir}: cannot create it ({exc.strerror or exc})") from None
         samples = self.samples()
         return {
             "jsonl": write_jsonl(samples, run_dir / JSONL_NAME),

@@ -6,6 +6,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from edge.errors import ConfigError
 from edge.runtime.backends import TensorInfo
 from edge.runtime.postprocess import Classification, Result
 from edge.runtime.preprocess import Transform
@@ -18,6 +19,12 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 class Classify:
     def __init__(self, task: Any, outputs: List[TensorInfo], labels: List[str]) -> None:
+        if len(outputs) != 1:
+            shown = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs[:4])
+            raise ConfigError(
+                f"key 'task.type': classify reads one output of class scores, the model has {len(outputs)} ({shown}); "
+                "is it a detector (task.type: blazeface or yolo)?"
+            )
         self.name = outputs[0].name
         self.task, self.labels = task, labels
 
