@@ -34,16 +34,14 @@ from typing import IO, Callable, Dict, Iterable, Iterator, List, Mapping, Option
 
 import pytest
 
+from .conftest import OPENCV_INHERITED as _INHERITED
+from .conftest import OPENCV_QUIET as _OPENCV_QUIET
 from .conftest import ROOT, require_or_skip
 
 BIN = Path(sys.executable).parent
 
-# edge-run quiets FFmpeg and OpenCV (these two variables) before OpenCV first opens a stream. OpenCV reads them once
-# per process, so a child forked from this one (``call``) inherits whatever an earlier test here left: set them here,
-# as edge-run would, and keep them out of real child processes (``Child``), which must show what edge-run does itself.
-_OPENCV_QUIET = {"OPENCV_FFMPEG_LOGLEVEL": "8", "OPENCV_LOG_LEVEL": "ERROR"}
-_INHERITED = {k: os.environ.get(k) for k in _OPENCV_QUIET}
-os.environ.update({k: v for k, v in _OPENCV_QUIET.items() if k not in os.environ})
+# edge-run quiets FFmpeg and OpenCV before OpenCV first opens a stream; conftest sets the same for this process
+# (forked calls inherit it) and real child processes (``Child``) get only what was inherited, to show edge-run's own.
 GiB = 1 << 30
 # ONNX Runtime and OpenCV reserve a few GB of address space for thread arenas; 6 GiB lets every honest run through
 # and stops a decompression or constant-folding bomb long before this 2-core, ~23 GB machine feels it.

@@ -14,6 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = ROOT / "configs" / "demo.yaml"
 
+# edge-run quiets OpenCV's FFmpeg before cv2 loads (FFmpeg reads its level once, at its first capture). Tests that
+# call a CLI in this process (forked, tests/_hostile.py) need the same, so it is set here, before any test imports
+# cv2; real child processes get the environment they were started with (_hostile strips what was not inherited).
+OPENCV_QUIET = {"OPENCV_FFMPEG_LOGLEVEL": "8", "OPENCV_LOG_LEVEL": "ERROR"}
+OPENCV_INHERITED = {k: os.environ.get(k) for k in OPENCV_QUIET}
+os.environ.update({k: v for k, v in OPENCV_QUIET.items() if k not in os.environ})
+
 
 def require_or_skip(ok: bool, reason: str) -> None:
     """Skip when a real server or tool is missing, except in CI (EDGE_REQUIRE_SERVERS=1), where that is a failure."""
