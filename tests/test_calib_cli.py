@@ -129,8 +129,8 @@ def test_an_image_folder_through_the_runtime_preprocessing_gives_the_same_cache_
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--dataset", "mnist_9k"], "dataset 'mnist_9k': expected NAME"),
-        (["--dataset", "mnist_5k[-4:]", "--trt-version", "eight"], "--trt-version eight"),
+        (["--dataset", "mnist_9k"], "--dataset mnist_9k: expected NAME"),
+        (["--dataset", "mnist_5k[-4:]", "--trt-version", "eight"], "--trt-version 'eight'"),
         (["--dataset", "mnist_5k[-4:]", "--keep-fp16", "no_such_node"], "--keep-fp16 no_such_node: no node"),
         (["--images", "/nonexistent/folder", "--set", "input.size=[96, 48]"], "not a folder"),
     ],

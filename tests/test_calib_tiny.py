@@ -178,7 +178,7 @@ def test_a_budget_that_cannot_be_met_says_by_how_much_exits_1_and_writes_nothing
         (["--max-drop", "-1", "--eval", "x"], "--max-drop -1.0"),
         (["--eval", "/nonexistent"], "--eval /nonexistent: not a folder"),
         (["--keep-fp16", "nope"], "--keep-fp16 nope: no node"),
-        (["--trt-version", "eight"], "--trt-version eight"),
+        (["--trt-version", "eight"], "--trt-version 'eight'"),
         (["--agreement-images", "/nonexistent"], "not a folder"),
         (["--eval", "mnist_5k[:10]"], "that set makes inputs of [1, 3, 48, 96]"),
     ],
