@@ -85,17 +85,24 @@ class Checker:
         self.threads, self.budget_bytes = threads, budget_bytes
         self.outputs = [o.name for o in fp32.graph.output]
         self.fixed = fixed_batch(graph)
-        self.fp32 = session(fp32, threads, int8=False)
+        self._fp32_model = fp32
+        self._fp32_session: Any = None
         self._stored: Optional[List[Dict[str, np.ndarray]]] = None
         self._seed = reference
         self.fp32_labelled = top_k(self.fp32, labelled, BATCH, self.fixed) if labelled is not None else None
+
+    @property
+    def fp32(self) -> Any:
+        """The FP32 session, made when first needed: with the statistics pass's outputs at hand it never is."""
+        if self._fp32_session is None:
+            self._fp32_session = session(self._fp32_model, self.threads, int8=False)
+        return self._fp32_session
 
     def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
         """(inputs, FP32 outputs) batch by batch: from memory after the first pass when they fit."""
         stored = self._stored
         keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
         used = 0
-        name = self.fp32.get_inputs()[0].name
         done = 0
         for k, inputs in enumerate(_batches(self.images, BATCH, self.fixed)):
             if self._seed is not None:
@@ -105,7 +112,7 @@ class Checker:
             if stored is not None:
                 yield inputs, stored[k]
                 continue
-            out = dict(zip(self.outputs, self.fp32.run(self.outputs, {name: inputs})))
+            out = dict(zip(self.outputs, self.fp32.run(self.outputs, {self.fp32.get_inputs()[0].name: inputs})))
             if keep is not None:
                 used += sum(v.nbytes for v in out.values())
                 if used <= self.budget_bytes:
