@@ -22,6 +22,7 @@ from typing import Callable, Dict, Iterator, List, Optional
 import numpy as np
 
 from edge import MAX_IMAGE_PIXELS
+from edge.config import short
 from edge.errors import EdgeError
 from edge.runtime.preprocess import Preprocessor, PreprocessSpec
 from edge.runtime.sources import IMAGE_EXTS, image_problem, read_image
@@ -130,8 +131,8 @@ def labelled_folder(
     unknown = [c for c in classes if c not in index]
     if unknown:
         raise EdgeError(
-            f"{origin} {root}: folder '{unknown[0]}' is not among the {len(names)} labels of task.labels "
-            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); rename the folder or fix task.labels"
+            f"{origin} {root}: folder {short(unknown[0], 60)} is not among the {len(names)} labels of task.labels "
+            f"({short(names[:5], 200)}{', ...' if len(names) > 5 else ''}); rename the folder or fix task.labels"
         )
     files: List[Path] = []
     ids: List[int] = []
