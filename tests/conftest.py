@@ -76,3 +76,18 @@ def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProce
 
 def blank(h: int = 480, w: int = 640, value: int = 0) -> np.ndarray:
     return np.full((h, w, 3), value, np.uint8)
+
+
+@pytest.fixture(scope="module")
+def cuda_ctx():
+    """The GPU's primary context through edge's own wrapper; GPU tests skip, saying why, where pycuda cannot start."""
+    from edge.errors import EdgeError
+
+    try:
+        from edge.runtime.cuda.memory import CudaContext
+
+        ctx = CudaContext(0)
+    except EdgeError as exc:
+        pytest.skip(f"pycuda.driver cannot initialise here: {exc}")
+    yield ctx
+    ctx.close()

@@ -26,20 +26,6 @@ COLOURS = [colour(m, r) for m in ("bt601", "bt709") for r in ("limited", "full")
 CASES = [(fmt, col) for fmt in FORMATS for col in (COLOURS if FORMATS[fmt].yuv else [BT601_LIMITED])]
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    from edge.errors import EdgeError
-
-    try:
-        from edge.runtime.cuda.memory import CudaContext
-
-        ctx = CudaContext(0)
-    except EdgeError as exc:
-        pytest.skip(f"pycuda.driver cannot initialise here: {exc}")
-    yield ctx
-    ctx.close()
-
-
 def gpu_run(ctx, spec, frames, memory=None):
     """Each frame through prepare + enqueue on one stream, as a buffer set does; outputs and each frame's path."""
     from edge.runtime.cuda.memory import HostDeviceBuffer, driver

@@ -35,20 +35,6 @@ SPECS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    from edge.errors import EdgeError
-
-    try:
-        from edge.runtime.cuda.memory import CudaContext
-
-        ctx = CudaContext(0)
-    except EdgeError as exc:
-        pytest.skip(f"pycuda.driver cannot initialise here: {exc}")
-    yield ctx
-    ctx.close()
-
-
 def test_pinned_and_device_buffers_round_trip_on_two_streams(cuda_ctx):
     from edge.runtime.cuda.memory import HostDeviceBuffer, driver
 
