@@ -152,7 +152,10 @@ def test_alias_bomb_in_a_child_is_refused_in_well_under_a_second(base: Path, tmp
     bomb.write_text(BOMB_CONFIG)
     o = edge_run("-c", bomb, "--check", preexec=limits(address_space=2 << 30), timeout=30)
     assert_refused(o, str(bomb))
-    assert o.seconds < 3.0 and o.peak_rss_mb < 300, o  # interpreter start included
+    # Interpreter start included. Memory is bounded by the 2 GiB address-space limit above (the review's bomb took
+    # 6.2 GB): peak RSS is not asserted, because a child forked from a large pytest process reports the parent's
+    # pages as its own until it execs.
+    assert o.seconds < 3.0, o
     assert len(o.err) < 700, o
 
 
