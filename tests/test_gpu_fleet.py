@@ -17,7 +17,7 @@ from edge.manifest import sha256_file
 
 from ._deploytools import free_port
 from ._fleettools import http_get, wait_until
-from .test_gpu_trt import OnnxRuntimeStandInContext, _engine_with_manifest, cuda_ctx, standin_tensorrt  # noqa: F401
+from .test_gpu_trt import OnnxRuntimeStandInContext, _engine_with_manifest, standin_tensorrt  # noqa: F401
 
 pytestmark = pytest.mark.gpu
 
