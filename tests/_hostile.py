@@ -276,6 +276,15 @@ def call(
         f.close()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)  # threads are gone with the child; children it started are not
+    if timed_out and not texts[0] and not texts[1]:
+        # Silent until the alarm: a fork of this multi-threaded process can inherit a lock that another thread held
+        # (a native thread pool, the allocator). Run the same command in a fresh interpreter: a real hang hangs there
+        # too, a fork artefact does not.
+        entry = {id(cli.main): "main", id(cli.run_main): "run_main", id(cli.build_main): "build_main"}[id(fn)]
+        code_text = f"import sys; from edge import cli; sys.exit(cli.{entry}(sys.argv[1:]))"
+        return Child([sys.executable, "-c", code_text, *args], cwd=cwd, preexec=limits(address_space=address_space)).finish(
+            timeout
+        )
     return Outcome(args, code, texts[0], texts[1], time.monotonic() - t0, usage.ru_maxrss / 1024, timed_out)
 
 
