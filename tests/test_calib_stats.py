@@ -3,9 +3,13 @@ scales for, memory planning, and collection through ONNX Runtime on a small real
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.calib.datasets import ImageSet
@@ -128,3 +132,39 @@ def test_large_tensors_count_a_sample_but_keep_the_exact_maximum():
         a = amax("percentile", sampled.hist, sampled.range, sampled.absmax, p)
         b = amax("percentile", exact.hist, exact.range, exact.absmax, p)
         assert abs(a - b) / b < 0.03
+
+
+@pytest.mark.parametrize("shape", [(2, 96, 128, 3), (2, 45, 75, 99), (1, 3, 224, 224), (4, 7, 7, 1155)])
+def test_the_sample_covers_every_channel_and_column(shape):
+    """A stride that divides a dimension samples a fixed subset of it: at stride 3 an NHWC tensor with 3 channels is
+    sampled in its first channel only. Here each position along every axis gets its own scale, and the sampled
+    percentiles must still match a full count."""
+    from edge.calib.methods import amax
+    from edge.calib.stats import SAMPLE_ABOVE, sample_stride
+
+    rng = np.random.default_rng(11)
+    stride = sample_stride(shape)
+    assert all(d % stride for d in shape) and math.prod(shape) > SAMPLE_ABOVE
+    sampled, exact = TensorStats("sampled"), TensorStats("exact")
+    for _ in range(8):  # batches: enough counted values that the 99.9th percentile is not sampling noise
+        values = rng.laplace(0, 1.0, shape).astype(np.float32)
+        for axis, size in enumerate(shape):
+            values *= np.geomspace(0.2, 5.0, size, dtype=np.float32).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+        sampled.add(values)
+        flat = values.reshape(-1)
+        for start in range(0, flat.size, SAMPLE_ABOVE):
+            exact.add(flat[start : start + SAMPLE_ABOVE])
+    assert exact.absmax == sampled.absmax
+    for p in (99.0, 99.9):
+        a = amax("percentile", sampled.hist, sampled.range, sampled.absmax, p)
+        b = amax("percentile", exact.hist, exact.range, exact.absmax, p)
+        assert abs(a - b) / b < 0.08, (p, a, b)  # sampling noise is a few percent; stride 3 on NHWC was 92 % off
+
+
+@given(st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_the_sample_stride_is_a_prime_dividing_no_dimension(shape):
+    from edge.calib.stats import sample_stride
+
+    k = sample_stride(tuple(shape))
+    assert k >= 3 and all(k % d for d in range(2, k)) and all(n % k for n in shape)
