@@ -133,3 +133,27 @@ def test_help_of_every_command_names_its_flags():
             cli.parser().parse_args([name, "--help"])
         assert f"usage: edge {name}" in out.getvalue()
     assert isinstance(cli.entry_parser("run", "edge-run"), argparse.ArgumentParser)
+
+
+def test_the_quick_start_writes_only_into_folders_a_fresh_clone_has():
+    """edge refuses outputs into a missing folder (exit 2), and `out/` is ignored by git: the quick start must create
+    every output folder it names before edge-run runs (it once did not, and a fresh clone stopped there)."""
+    import subprocess
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Quick start") :]
+    first = next(line for line in block[block.index("```sh") :].splitlines()[1:] if line.strip())
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    folders = {str(Path(f).parent) for f in tracked} | {"."}
+    checked = 0
+    for part in first.split("&&"):
+        argv = shlex.split(part)
+        if argv[:2] == ["mkdir", "-p"]:
+            folders.update(str(Path(a)) for a in argv[2:])
+        elif argv and argv[0].endswith("edge-run"):
+            for flag in ("--results", "--summary-json", "--video"):
+                if flag in argv:
+                    parent = str(Path(argv[argv.index(flag) + 1]).parent)
+                    assert parent in folders, f"{flag} writes into {parent}/, which a fresh clone lacks"
+                    checked += 1
+    assert checked >= 2
