@@ -133,19 +133,7 @@ def balanced(text: str, i: int, open_: str, close: str) -> int:
 def template_args(text: str, i: int) -> Tuple[List[str], int]:
     """``<A, B<C>, D>`` at ``i`` -> (['A', 'B<C>', 'D'], index after '>')."""
     end = balanced(text, i, "<", ">")
-    inner, parts, depth, cur = text[i + 1 : end - 1], [], 0, ""
-    for c in inner:
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += c
-    parts.append(cur.strip())
-    return parts, end
+    return split_args(text[i + 1 : end - 1]), end
 
 
 def first_string(args: str) -> Optional[str]:
