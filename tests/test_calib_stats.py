@@ -168,3 +168,22 @@ def test_the_sample_stride_is_a_prime_dividing_no_dimension(shape):
 
     k = sample_stride(tuple(shape))
     assert k >= 3 and all(k % d for d in range(2, k)) and all(n % k for n in shape)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_value_off_the_sampling_grid_is_still_refused(bad):
+    """Only every k-th value of a large tensor is counted, but every value is checked: one NaN or infinity at a
+    position the sample skips still stops the pass with the tensor named."""
+    from edge.calib.stats import SAMPLE_ABOVE, sample_stride
+
+    values = np.ones((2, 4 * SAMPLE_ABOVE + 1), np.float32)
+    k = sample_stride(values.shape)
+    values.reshape(-1)[k + 1] = bad  # not a multiple of k: the sample never reads it
+    with pytest.raises(EdgeError, match="tensor 'big' holds inf or NaN"):
+        TensorStats("big").add(values)
+
+
+def test_an_empty_tensor_counts_nothing():
+    stats = TensorStats("empty")
+    stats.add(np.zeros((0, 3, 8, 8), np.float32))
+    assert stats.absmax == 0.0 and stats.hist.sum() == 0
