@@ -51,6 +51,11 @@ def _fake(tmp_path: Path, name: str, log: Path, code: int = 0) -> Path:
     return exe
 
 
+def activate(root: Path, release: str, *args: str, env: dict = None) -> Outcome:
+    """`activate` of the front camera's staged release, with its engine; ``args`` add to or override the rest."""
+    return device("activate", "--root", str(root), "--name", "front", "--release", release, "--engine", "model.engine", *args, env=env)  # fmt: skip
+
+
 def _ok() -> List[str]:
     return [
         "--restart-cmd",
@@ -67,10 +72,7 @@ def test_the_default_device_check_runs_the_config_as_the_service_will(tmp_path: 
     root, release = _staged(tmp_path)
     log = tmp_path / "edge-run.argv"
     fake = _fake(tmp_path, "edge-run", log)
-    o = device(
-        "activate", "--root", str(root), "--name", "front", "--release", release, "--engine", "model.engine", "--timeout", "10", *_ok(),
-        env={"PATH": f"{fake.parent}:/usr/bin:/bin"},
-    )  # fmt: skip
+    o = activate(root, release, "--timeout", "10", *_ok(), env={"PATH": f"{fake.parent}:/usr/bin:/bin"})
     assert o.code == 0, o
     argv = [a.decode() for a in log.read_bytes().strip(b"\n").split(b"\0") if a]
     assert "--check" in argv and "--config" in argv, argv
@@ -83,16 +85,9 @@ def test_a_device_timeout_that_is_not_a_positive_number_is_refused_before_anythi
     forever (or not at all)."""
     root, release = _staged(tmp_path)
     before = sorted(str(p) for p in root.rglob("*"))
-    o = device(
-        "activate",
-        "--root",
-        str(root),
-        "--name",
-        "front",
-        "--release",
+    o = activate(
+        root,
         release,
-        "--engine",
-        "model.engine",
         "--no-check",
         "--timeout",
         timeout,
@@ -108,16 +103,9 @@ def test_a_device_timeout_that_is_not_a_positive_number_is_refused_before_anythi
 @pytest.mark.parametrize("keep", ["nan", "-1", "1e9", "x"])
 def test_a_device_keep_that_is_not_a_count_is_refused(tmp_path: Path, keep: str) -> None:
     root, release = _staged(tmp_path)
-    o = device(
-        "activate",
-        "--root",
-        str(root),
-        "--name",
-        "front",
-        "--release",
+    o = activate(
+        root,
         release,
-        "--engine",
-        "model.engine",
         "--no-check",
         "--keep",
         keep,
@@ -132,16 +120,9 @@ def test_a_device_keep_that_is_not_a_count_is_refused(tmp_path: Path, keep: str)
 @pytest.mark.parametrize("command", ['"systemctl restart x"', "[]", "[1, 2]", '["a", null]', "{}", "["])
 def test_a_device_command_that_is_not_an_argument_list_is_refused(tmp_path: Path, command: str) -> None:
     root, release = _staged(tmp_path)
-    o = device(
-        "activate",
-        "--root",
-        str(root),
-        "--name",
-        "front",
-        "--release",
+    o = activate(
+        root,
         release,
-        "--engine",
-        "model.engine",
         "--restart-cmd",
         command,
         "--health-cmd",
@@ -155,9 +136,7 @@ def test_a_device_command_that_is_not_an_argument_list_is_refused(tmp_path: Path
 @pytest.mark.parametrize("release", ["../../etc", "..", "x/../../y", "rel\n", "-rf"])
 def test_a_release_name_that_walks_out_of_the_releases_folder_is_refused(tmp_path: Path, release: str) -> None:
     root, _ = _staged(tmp_path)
-    o = device(
-        "activate", "--root", str(root), "--name", "front", "--release", release, "--engine", "model.engine", "--no-check", *_ok()
-    )
+    o = activate(root, release, "--no-check", *_ok())
     assert_no_traceback(o)
     assert o.code == 2, o
     assert not (root / "opt/edge/front/current").exists()
