@@ -19,7 +19,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -65,6 +65,11 @@ def _video_frames(path: Path) -> int:
         cap.release()
 
 
+def _outputs(folder: Path) -> List[Any]:
+    """edge-run's three output flags, each file in ``folder``."""
+    return ["--results", folder / "r.jsonl", "--video", folder / "v.avi", "--summary-json", folder / "s.json"]
+
+
 def _good_outputs(base: Path, folder: Path, frames: int = 40, telemetry: bool = False) -> Dict[Path, Optional[bytes]]:
     """A first, successful run's results, video and summary in ``folder`` (and telemetry files with ``telemetry``)."""
     extra = _replay(base, folder) if telemetry else []
@@ -72,12 +77,7 @@ def _good_outputs(base: Path, folder: Path, frames: int = 40, telemetry: bool = 
         base,
         "--frames",
         frames,
-        "--results",
-        folder / "r.jsonl",
-        "--video",
-        folder / "v.avi",
-        "--summary-json",
-        folder / "s.json",
+        *_outputs(folder),
         *extra,
     )
     assert o.code == 0, o
@@ -236,7 +236,7 @@ def test_edge_run_killed_at_each_rename_keeps_old_or_new_outputs_and_the_next_ru
     before = _good_outputs(base, tmp_path, frames=20, telemetry=True)
 
     def argv(folder: Path) -> List[str]:
-        outs = ["--results", folder / "r.jsonl", "--video", folder / "v.avi", "--summary-json", folder / "s.json"]
+        outs = _outputs(folder)
         return [*entry("edge-run"), *map(str, ["-c", base, "-q", "--frames", 30, *outs, *_replay(base, folder)])]
 
     scratch = tmp_path / "count"
@@ -251,12 +251,7 @@ def test_edge_run_killed_at_each_rename_keeps_old_or_new_outputs_and_the_next_ru
         base,
         "--frames",
         20,
-        "--results",
-        tmp_path / "r.jsonl",
-        "--video",
-        tmp_path / "v.avi",
-        "--summary-json",
-        tmp_path / "s.json",
+        *_outputs(tmp_path),
         *_replay(base, tmp_path),
     )
     assert o.code == 0, o
@@ -278,12 +273,7 @@ def test_edge_run_killed_at_random_moments_keeps_old_or_new_outputs(base: Path, 
                 "none",
                 "--frames",
                 "30",
-                "--results",
-                str(tmp_path / "r.jsonl"),
-                "--video",
-                str(tmp_path / "v.avi"),
-                "--summary-json",
-                str(tmp_path / "s.json"),
+                *map(str, _outputs(tmp_path)),
             ]
         )
         time.sleep(delay)
@@ -294,12 +284,7 @@ def test_edge_run_killed_at_random_moments_keeps_old_or_new_outputs(base: Path, 
         base,
         "--frames",
         20,
-        "--results",
-        tmp_path / "r.jsonl",
-        "--video",
-        tmp_path / "v.avi",
-        "--summary-json",
-        tmp_path / "s.json",
+        *_outputs(tmp_path),
     )
     assert o.code == 0, o
     assert not temps(tmp_path), temps(tmp_path)
@@ -471,12 +456,7 @@ def test_every_output_gets_the_documented_mode(base: Path, tmp_path: Path, umask
         base,
         "--frames",
         5,
-        "--results",
-        out / "r.jsonl",
-        "--video",
-        out / "v.avi",
-        "--summary-json",
-        out / "s.json",
+        *_outputs(out),
         *_replay(base, out),
         preexec=mask,
     )
