@@ -6,6 +6,7 @@ Each function names the code it follows. Weights are random. Node names follow t
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
@@ -215,13 +216,20 @@ def dlasw_ssd_mobilenet_v1():
     return n.model()
 
 
-def _basic_block(n: Net, x: str, cout: int, s: int, prefix: str, idx: List[int]) -> str:
-    """torchvision BasicBlock (BatchNorm folded), torch 1.x node names Conv_<i>."""
+def _numbered(prefix: str = "") -> Callable[[str], str]:
+    """torch 1.x node names: ``<prefix><op>_<i>``, i counting every node named so far."""
+    count = itertools.count()
+    return lambda op: f"{prefix}{op}_{next(count)}"
 
-    def name(op):
-        idx[0] += 1
-        return f"{op}_{idx[0]}"
 
+def _stem(n: Net, x: str, name: Callable[[str], str]) -> str:
+    """The ResNet stem: 7x7/2 convolution, ReLU, 3x3/2 max pool."""
+    x = n.act("Relu", n.conv(x, 64, 7, name("Conv"), s=2, p=3), name("Relu"))
+    return n.maxpool(x, 3, 2, name("MaxPool"), pads=(1, 1, 1, 1))
+
+
+def _basic_block(n: Net, x: str, cout: int, s: int, name: Callable[[str], str]) -> str:
+    """torchvision BasicBlock (BatchNorm folded)."""
     y = n.act("Relu", n.conv(x, cout, 3, name("Conv"), s=s, p=1), name("Relu"))
     y = n.conv(y, cout, 3, name("Conv"), p=1)
     short = n.conv(x, cout, 1, name("Conv"), s=s, p=0) if s != 1 or n.channels[x] != cout else x
@@ -233,17 +241,11 @@ def dlasw_ssd_resnet34():
     as the MLPerf model sets it), the SSD extra layers, and the six heads with loc and conf fused per level."""
     n = Net("resnet34-ssd1200_prepared", 11)
     x = n.input("image", [1, 3, 1200, 1200], channels=3)
-    idx = [-1]
-
-    def name(op):
-        idx[0] += 1
-        return f"{op}_{idx[0]}"
-
-    x = n.act("Relu", n.conv(x, 64, 7, name("Conv"), s=2, p=3), name("Relu"))
-    x = n.maxpool(x, 3, 2, name("MaxPool"), pads=(1, 1, 1, 1))
+    name = _numbered("")
+    x = _stem(n, x, name)
     for cout, blocks, s in ((64, 3, 1), (128, 4, 2), (256, 6, 1)):
         for b in range(blocks):
-            x = _basic_block(n, x, cout, s if b == 0 else 1, "", idx)
+            x = _basic_block(n, x, cout, s if b == 0 else 1, name)
     features = [x]
     for mid, cout, s, p in ((256, 512, 2, 1), (256, 512, 2, 1), (128, 256, 2, 1), (128, 256, 1, 0), (128, 256, 1, 0)):
         y = n.act("Relu", n.conv(x, mid, 1, name("Conv"), p=0), name("Relu"))
@@ -281,14 +283,8 @@ def dlasw_retinanet_resnext50():
     retinanet_resnext50.py (cut at the head outputs, Resize sizes -> scales, FrozenBatchNorm Mul/Add fused)."""
     n = Net("resnext50_32x4d_fpn_prepared", 13)
     x = n.input("input", [1, 3, 800, 800], channels=3)
-    idx = [-1]
-
-    def name(op):
-        idx[0] += 1
-        return f"/{op}_{idx[0]}"
-
-    x = n.act("Relu", n.conv(x, 64, 7, name("Conv"), s=2, p=3), name("Relu"))
-    x = n.maxpool(x, 3, 2, name("MaxPool"), pads=(1, 1, 1, 1))
+    name = _numbered("/")
+    x = _stem(n, x, name)
     feats = []
     for blocks, width, s in ((3, 128, 1), (4, 256, 2), (6, 512, 2), (3, 1024, 2)):
         for b in range(blocks):
@@ -309,18 +305,12 @@ def dlasw_retinanet_rn34(backbone_only: bool = False):
     is not): torchvision-style ResNet-34 backbone, FPN P3-P7 and RetinaNet heads; or the backbone alone."""
     n = Net("backbone_rn34_1280x768_dummy" if backbone_only else "retinanet_rn34_1280x768_dummy", 13)
     x = n.input("input", [1, 3, 768, 1280], channels=3)
-    idx = [-1]
-
-    def name(op):
-        idx[0] += 1
-        return f"{op}_{idx[0]}"
-
-    x = n.act("Relu", n.conv(x, 64, 7, name("Conv"), s=2, p=3), name("Relu"))
-    x = n.maxpool(x, 3, 2, name("MaxPool"), pads=(1, 1, 1, 1))
+    name = _numbered("")
+    x = _stem(n, x, name)
     feats = []
     for cout, blocks, s in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         for b in range(blocks):
-            x = _basic_block(n, x, cout, s if b == 0 else 1, "", idx)
+            x = _basic_block(n, x, cout, s if b == 0 else 1, name)
         feats.append(x)
     if backbone_only:
         n.output(feats[1], feats[2], feats[3])
