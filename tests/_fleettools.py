@@ -151,40 +151,15 @@ def make_tls(folder: Path) -> dict:
     def ssl(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60, cwd=folder)
 
-    ssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=edge test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    )
+    def self_signed(cn: str, stem: str) -> None:  # a CA: key and certificate in one step
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={cn}", "-keyout", f"{stem}.key", "-out", f"{stem}.crt")  # fmt: skip
+
+    self_signed("edge test CA", "ca")
     ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr")
     (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
     ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
         "-extfile", "san.ext", "-out", "server.crt")  # fmt: skip
-    ssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=other CA",
-        "-keyout",
-        "other.key",
-        "-out",
-        "other.crt",
-    )
+    self_signed("other CA", "other")
     return {
         "ca": str(folder / "ca.crt"),
         "cert": str(folder / "server.crt"),

@@ -33,6 +33,9 @@ pytest.importorskip("onnx")
 pytest.importorskip("cv2")
 
 
+REPLAY = ["--telemetry", "replay", "--set", "telemetry.replay_path={w}/tegra.log"]  # the real tegrastats lines
+
+
 @pytest.fixture
 def work(tmp_path: Path, demo_model: Path, megamind: Path) -> Path:
     """model.onnx (BlazeFace), clip.avi (Megamind), run.yaml, tiny.onnx, build.yaml, calib.yaml, imgs/: plain copies."""
@@ -228,10 +231,7 @@ OUTPUTS: List[Tuple[str, str, List[str], str]] = [
             "{w}/run.yaml",
             "--frames",
             "5",
-            "--telemetry",
-            "replay",
-            "--set",
-            "telemetry.replay_path={w}/tegra.log",
+            *REPLAY,
             "--set",
             "telemetry.dir={out}/x",
         ],
@@ -302,10 +302,7 @@ def test_a_telemetry_dir_that_is_a_file_is_refused_before_the_work(work: Path) -
             "{w}/run.yaml",
             "--frames",
             "5",
-            "--telemetry",
-            "replay",
-            "--set",
-            "telemetry.replay_path={w}/tegra.log",
+            *REPLAY,
             "--set",
             "telemetry.dir={w}/tdir",
         ],
