@@ -26,6 +26,7 @@ import pytest
 from ._hostile import (
     B,
     Child,
+    Outcome,
     assert_failed_run,
     assert_no_traceback,
     assert_unchanged,
@@ -63,6 +64,15 @@ def _video_frames(path: Path) -> int:
         return int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if cap.isOpened() else -1
     finally:
         cap.release()
+
+
+def _assert_failed_and_kept(o: Outcome, before: Dict[Path, Optional[bytes]], folder: Path) -> None:
+    """A write that failed: one line and exit 1 or 2 (never 0), the previous files byte for byte, no temp left."""
+    assert_no_traceback(o)
+    assert o.code in (1, 2), f"a failed write must fail the run{o}"
+    assert_failed_run(o, code=o.code)
+    assert_unchanged(before, o)
+    assert not temps(folder), temps(folder)
 
 
 def _outputs(folder: Path) -> List[Any]:
@@ -137,11 +147,7 @@ def test_other_run_outputs_on_a_full_disk_keep_the_previous_file(base: Path, tmp
         }[output]
         fill(disk, leave=0)
         o = B(base, "--frames", 20, *flags)
-        assert_no_traceback(o)
-        assert o.code in (1, 2), f"a failed write must fail the run{o}"
-        assert_failed_run(o, code=o.code)
-        assert_unchanged(before, o)
-        assert not temps(disk), temps(disk)
+        _assert_failed_and_kept(o, before, disk)
 
 
 def test_build_over_the_file_size_limit_keeps_the_previous_engine_pair(tmp_path: Path) -> None:
@@ -153,11 +159,7 @@ def test_build_over_the_file_size_limit_keeps_the_previous_engine_pair(tmp_path:
     o = edge_build(
         model, "-o", tmp_path / "m.engine", "--target-cc", "8.6", "--log", tmp_path / "b.log", preexec=limits(fsize=200_000)
     )
-    assert_no_traceback(o)
-    assert o.code in (1, 2), o
-    assert_failed_run(o, code=o.code)
-    assert_unchanged(before, o)
-    assert not temps(tmp_path), temps(tmp_path)
+    _assert_failed_and_kept(o, before, tmp_path)
 
 
 def test_calib_outputs_over_the_file_size_limit_keep_the_previous_files(tmp_path: Path) -> None:
@@ -167,11 +169,7 @@ def test_calib_outputs_over_the_file_size_limit_keep_the_previous_files(tmp_path
     assert edge(*args).code == 0
     before = snapshot(tmp_path / "c.cache", tmp_path / "q.onnx")
     o = edge(*args, preexec=limits(fsize=50))
-    assert_no_traceback(o)
-    assert o.code in (1, 2), o
-    assert_failed_run(o, code=o.code)
-    assert_unchanged(before, o)
-    assert not temps(tmp_path), temps(tmp_path)
+    _assert_failed_and_kept(o, before, tmp_path)
 
 
 def test_dla_outputs_on_a_full_disk_keep_the_previous_files(tmp_path: Path) -> None:
@@ -182,11 +180,7 @@ def test_dla_outputs_on_a_full_disk_keep_the_previous_files(tmp_path: Path) -> N
         before = snapshot(disk / "p.json", disk / "f.onnx")
         fill(disk, leave=0)
         o = edge(*args)
-        assert_no_traceback(o)
-        assert o.code in (1, 2), o
-        assert_failed_run(o, code=o.code)
-        assert_unchanged(before, o)
-        assert not temps(disk), temps(disk)
+        _assert_failed_and_kept(o, before, disk)
 
 
 # -- SIGKILL at every rename and at random moments -----------------------------------------------------------------
