@@ -125,9 +125,10 @@ class Pipeline:
                     t0 = time.perf_counter()
                     body(p)
                     p.timings[name] = time.perf_counter() - t0
-                self._finish(p)
-            finally:
+            except BaseException:
                 p.frame.release()
+                raise
+            self._finish(p)  # releases the frame
         self.done.set()
 
     def _read_packet(self) -> Optional[Packet]:
