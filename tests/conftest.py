@@ -66,7 +66,7 @@ def megamind_frames(megamind: Path) -> dict:
 def edge_run_cmd() -> list:
     """The installed `edge-run` script when there is one, else the same entry point through this Python."""
     exe = shutil.which("edge-run")
-    return [exe] if exe else [sys.executable, "-m", "edge", "run"]
+    return [exe] if exe else [sys.executable, "-c", "import sys; from edge.cli import run_main; sys.exit(run_main())"]
 
 
 def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
