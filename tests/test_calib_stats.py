@@ -104,7 +104,7 @@ def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
     frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(7)]
     images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))
     # A budget of two images' tensors: several batches and a short last one.
-    stats = collect(model, graph, images, acts, budget_bytes=3 * 2 * 4 * (192 + 256 * 3 + 10), max_batch=32)
+    stats = collect(model, graph, images, acts, budget_bytes=2 * 2 * 4 * (192 + 256 * 3 + 10), max_batch=32)
     batch = np.concatenate(list(images.batches(7)))
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert stats["x"].absmax == pytest.approx(float(np.abs(batch).max()))
@@ -187,3 +187,70 @@ def test_an_empty_tensor_counts_nothing():
     stats = TensorStats("empty")
     stats.add(np.zeros((0, 3, 8, 8), np.float32))
     assert stats.absmax == 0.0 and stats.hist.sum() == 0
+
+
+class _Tracked:
+    """An item that counts how many of its kind are alive."""
+
+    alive = 0
+    most = 0
+
+    def __init__(self) -> None:
+        _Tracked.alive += 1
+        _Tracked.most = max(_Tracked.most, _Tracked.alive)
+
+    def __del__(self) -> None:
+        _Tracked.alive -= 1
+
+
+@pytest.mark.parametrize("alive", [1, 2, 3])
+def test_prefetch_never_has_more_items_alive_than_its_slots(alive):
+    """The statistics pass budgets memory per slot: a slow consumer must not let the producer run ahead of it."""
+    import time
+
+    from edge.calib.stats import prefetch
+
+    _Tracked.alive = _Tracked.most = 0
+    seen = 0
+    for item in prefetch((_Tracked() for _ in range(12)), alive=alive):
+        time.sleep(0.01)  # counting is slower than producing here: the producer waits for a slot
+        assert isinstance(item, _Tracked)
+        seen += 1
+        del item
+    assert seen == 12 and _Tracked.most == alive and _Tracked.alive == 0
+
+
+def test_prefetch_hands_the_producers_error_to_the_consumer_and_stops_its_thread():
+    import threading
+
+    from edge.calib.stats import prefetch
+
+    def items():
+        yield 1
+        raise OSError("camera gone")
+
+    got = []
+    with pytest.raises(OSError, match="camera gone"):
+        for item in prefetch(items()):
+            got.append(item)
+    assert got == [1]
+    assert not [t for t in threading.enumerate() if t.name == "calib-infer"]
+
+
+def test_prefetch_left_early_stops_its_producer():
+    import threading
+
+    from edge.calib.stats import prefetch
+
+    made = []
+
+    def items():
+        for k in range(1000):
+            made.append(k)
+            yield k
+
+    for item in prefetch(items()):
+        if item == 2:
+            break
+    assert not [t for t in threading.enumerate() if t.name == "calib-infer"]
+    assert len(made) <= 4  # the slots bound how far the producer ran ahead of the break

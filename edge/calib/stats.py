@@ -218,41 +218,52 @@ class Collector:
             self.stats[name].add(values, self._scratch)
 
 
-def prefetch(items: Iterable[Any], depth: int = 1) -> Iterator[Any]:
-    """Produce ``items`` in a background thread, ``depth`` ahead: ONNX Runtime and OpenCV release the GIL, so the
-    next batch runs on the other cores while this thread counts the last one."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
+def prefetch(items: Iterable[Any], alive: int = 2) -> Iterator[Any]:
+    """Produce ``items`` in a background thread: ONNX Runtime and OpenCV release the GIL, so the next batch runs on
+    the other cores while this thread counts the last one. At most ``alive`` items exist at once, the one the caller
+    holds included: the producer takes a slot before it makes an item and the caller's next request frees one, so
+    memory is budgeted per slot and never grows by a run queued behind the one being made."""
+    q: queue.Queue = queue.Queue()
+    slots = threading.Semaphore(alive)
     stop = threading.Event()
     done = object()
 
     def produce() -> None:
+        source = iter(items)
         try:
-            for item in items:
+            while True:
+                while not slots.acquire(timeout=0.1):  # before the item is made: its memory needs the slot
+                    if stop.is_set():
+                        return
                 if stop.is_set():
                     return
+                item = next(source, done)
                 q.put((item, None))
+                if item is done:
+                    return
+                del item  # the queue and then the caller hold it; a slot's count must not include this frame
         except BaseException as exc:  # handed to the consumer, which raises it
             q.put((None, exc))
-            return
-        q.put((done, None))
 
     worker = threading.Thread(target=produce, name="calib-infer", daemon=True)
     worker.start()
+    held = False
     try:
         while True:
+            if held:
+                slots.release()  # the caller asked for the next item: it is done with the last one
             item, exc = q.get()
             if exc is not None:
                 raise exc
             if item is done:
                 return
+            held = True
             yield item
+            del item
     finally:
         stop.set()
-        while worker.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                worker.join(0.05)
+        slots.release()  # a producer waiting for a slot sees the stop
+        worker.join()
 
 
 def cores() -> int:
@@ -279,11 +290,11 @@ def collect(
     """Stream the images through the model and return the statistics of ``tensors`` (those that are float).
     ``on_run`` sees every run's outputs before they are counted (edge calib keeps the network outputs from it).
 
-    Up to three runs' outputs are alive at once (being counted, queued, being computed), so each gets a third of
-    ``budget_bytes``.
+    Up to two runs' outputs are alive at once (one being counted, the next being computed or waiting), so each gets
+    half of ``budget_bytes``.
     ``progress(images done, batch size)`` is called after every batch.
     """
-    batch, groups = plan(per_image_bytes(graph, tensors), budget_bytes // 3, max_batch)
+    batch, groups = plan(per_image_bytes(graph, tensors), budget_bytes // 2, max_batch)
     fixed = fixed_batch(graph)
     if fixed is not None:
         if fixed > images.count:
@@ -304,6 +315,7 @@ def collect(
         if on_run is not None:
             on_run(outputs)
         collector.update(outputs)
+        del outputs  # before the next request frees this run's slot
         done += finished
         if progress and finished:
             progress(done, batch)
