@@ -108,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", metavar="RUN.yaml", help="edge-run config: its input: section preprocesses the images")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (input.*, task.*)")
     parser.add_argument(
-        "--memory-mb", type=argtypes.positive_int, default=384, help="memory for activations in flight (default 384)"
+        "--memory-mb", type=argtypes.positive_int, default=160, help="memory for activations in flight (default 160)"
     )
     parser.add_argument("--threads", type=argtypes.threads, default=0, help="ONNX Runtime threads (default: all cores but one)")
     parser.add_argument(
@@ -285,6 +285,7 @@ def main(args: argparse.Namespace) -> int:
     if declared and declared[0].HasField("dim_value") and declared[0].dim_value > 0:
         shape = (declared[0].dim_value, *shape[1:])
     graph = prepare(model, {inputs[0].name: shape})
+    calib_stats.give_back_memory()  # shape inference's copies of the model: tens of MB the pass would otherwise keep
     activations, constants = calib_stats.calibration_tensors(graph)
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
     unknown = [o for o in budget.outputs if o not in graph.outputs]
