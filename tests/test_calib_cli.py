@@ -215,3 +215,33 @@ def test_benchmark_script_quick_run_prints_the_tables(digits_model):
     rows = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert {"digits", "orientation", "faces", "text", "edge", "onnxruntime"} <= rows
     assert re.search(r"vs onnxruntime MinMax at 20 images: [\d.]+x faster", proc.stdout)
+
+
+@pytest.mark.slow
+def test_an_interrupt_during_the_statistics_pass_stops_at_once_and_keeps_the_old_cache(digits_model, tmp_path):
+    """Ctrl-C while the worker thread runs the model: the pass stops within a run, one line, exit 130, and the
+    cache of an earlier run stays byte for byte (the worker is stopped and joined, not waited out)."""
+    import os
+    import signal
+    import time
+
+    cache = tmp_path / "rec.cache"
+    base = [sys.executable, "-m", "edge", "calib", str(digits_model), "--cache", str(cache)]
+    subprocess.run([*base, "--dataset", "mnist_5k[-8:]"], check=True, capture_output=True, cwd=ROOT)
+    before = cache.read_bytes(), cache.with_name("rec.cache.json").read_bytes()
+    proc = subprocess.Popen(
+        [*base, "--dataset", "mnist_5k[-400:]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job would inherit "ignore"
+    )
+    assert "activation tensors" in proc.stderr.readline()  # printed as the pass starts
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and time.monotonic() - sent < 5
+    assert err.strip().splitlines()[-1] == "edge calib: interrupted"
+    assert (cache.read_bytes(), cache.with_name("rec.cache.json").read_bytes()) == before
