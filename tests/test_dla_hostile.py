@@ -252,3 +252,35 @@ def test_outputs_into_a_missing_folder_are_refused_before_the_work(model_file, c
     monkeypatch.setattr(predict_module, "predict", no_work)
     status, out, err = run(capsys, str(model_file), "--target", "orin", flag, str(tmp_path / "nowhere" / "out"))
     assert status == 2 and flag in err and "nowhere" in err and out == ""
+
+
+def _with_bad_utf8(raw: bytes, text: bytes) -> bytes:
+    """``raw`` with the first byte of ``text`` made a UTF-8 lead byte that no continuation byte follows."""
+    out = bytearray(raw)
+    out[out.index(text)] ^= 0x80  # b'R' (0x52) becomes 0xD2
+    return bytes(out)
+
+
+@pytest.mark.parametrize("tool", ["dla", "calib"])
+def test_a_name_protobuf_cannot_decode_is_one_line_naming_the_node(tmp_path, capsys, tool):
+    """Found by the mutation test above: protobuf hands an op type that is not UTF-8 over as bytes, and the report's
+    formatting raised TypeError. The loader now refuses such a file before any tool looks at it."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_with_bad_utf8(small_model().SerializeToString(), b"Relu"))
+    extra = (
+        ["--target", "orin", "--shape", "x=1x3x16x16"]
+        if tool == "dla"
+        else ["--dataset", "mnist_5k[:2]", "--cache", str(tmp_path / "c")]
+    )
+    argv = [tool, str(path), *extra]
+    status = cli.main(argv)
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(path) in err and "the op type of node 1 (b'\\xd2elu') is not UTF-8 text" in err
+
+
+def test_an_attribute_string_that_is_not_utf8_is_read_with_replacement_characters():
+    from edge.graph.model import attrs
+
+    node = helper.make_node("Conv", ["x", "w"], ["c"], auto_pad=b"SAME\xff")
+    assert attrs(node)["auto_pad"] == "SAME\ufffd"

@@ -41,7 +41,26 @@ def load_model(source: Union[str, Path, Any]) -> Any:
         raise EdgeError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.graph.node:
         raise EdgeError(f"{path} is not an ONNX model (no graph nodes found)")
+    damaged = _non_text(model.graph)
+    if damaged:
+        raise EdgeError(f"{path}: {damaged} is not UTF-8 text; the file is damaged (re-export or copy it again)")
     return model
+
+
+def _non_text(g: Any) -> Optional[str]:
+    """Where the graph holds a name that protobuf could not decode as UTF-8 (it hands those over as bytes), or None."""
+    for i, node in enumerate(g.node):
+        for what, value in (("op type", node.op_type), ("name", node.name), ("domain", node.domain)):
+            if isinstance(value, bytes):
+                return f"the {what} of node {i} ({value[:40]!r})"
+        for value in (*node.input, *node.output):
+            if isinstance(value, bytes):
+                return f"a tensor name of node {i} ({value[:40]!r})"
+    for part in (g.input, g.output, g.initializer, g.value_info):
+        for item in part:
+            if isinstance(item.name, bytes):
+                return f"the tensor name {item.name[:40]!r}"
+    return None
 
 
 def parse_shape(text: str, input_names: List[str]) -> Tuple[str, Tuple[int, ...]]:
@@ -68,7 +87,7 @@ def attrs(node: Any) -> Dict[str, Any]:
     out = {}
     for a in node.attribute:
         value = helper.get_attribute_value(a)
-        out[a.name] = value.decode() if isinstance(value, bytes) else value
+        out[a.name] = value.decode(errors="replace") if isinstance(value, bytes) else value
     return out
 
 
