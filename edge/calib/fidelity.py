@@ -109,7 +109,7 @@ class FidelityMeter:
             # Dot products in float32 make no float64 copies of a batch of outputs; each batch's sum is exact to far
             # finer than the 0.1 dB shown, and the batches add up in Python floats.
             flat = np.ascontiguousarray(a, np.float32).reshape(-1)
-            diff = (flat - np.ascontiguousarray(b, np.float32).reshape(-1)) if flat.size else flat
+            diff = flat - np.ascontiguousarray(b, np.float32).reshape(-1)
             r.signal += float(np.dot(flat, flat))
             r.noise += float(np.dot(diff, diff))
 
