@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.calib.datasets import ImageSet
-from edge.calib.stats import BINS, TensorStats, calibration_tensors, collect, plan, rebin
+from edge.calib.stats import BINS, SMALL, Collector, TensorStats, calibration_tensors, collect, plan, rebin
 from edge.errors import EdgeError
 from edge.graph.model import prepare
 from edge.runtime.preprocess import PreprocessSpec
@@ -55,6 +55,43 @@ def test_all_zero_tensor_counts_into_bin_zero_until_values_arrive():
     stats.add(np.zeros(10, np.float32))
     stats.add(np.array([0.0, 2.0], np.float32))
     assert stats.hist[0] == 11 and stats.hist[-1] == 1 and stats.range == 2.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, SMALL), min_size=1, max_size=12),
+    spreads=st.lists(st.sampled_from([0.0, 1e-3, 1.0, 7.5, 300.0]), min_size=3, max_size=3),
+    seed=st.integers(0, 2**31),
+)
+def test_small_tensors_counted_together_get_the_histograms_each_would_get_alone(sizes, spreads, seed):
+    """The reference is TensorStats.add, tensor by tensor, on the same runs: same maxima, ranges and bin counts."""
+    rng = np.random.default_rng(seed)
+    names = [f"t{k}" for k in range(len(sizes))]
+    runs = [{n: (rng.standard_normal(size) * s).astype(np.float32) for n, size in zip(names, sizes)} for s in spreads]
+    runs.append(runs[0])  # values equal to the range: the bin past the end
+    together, alone = Collector(names), {n: TensorStats(n) for n in names}
+    for k, run in enumerate(runs + [{}]):
+        if k == len(runs):  # values on and just below every bin edge, where rounding decides the bin
+            grid = {
+                n: np.float32(alone[n].range / BINS) * (np.arange(size) % BINS).astype(np.float32)
+                for n, size in zip(names, sizes)
+            }
+            run = {n: np.nextafter(g, np.float32(0)) if int(n[1:]) % 2 else g for n, g in grid.items()}
+        for n, values in run.items():
+            alone[n].add(values.copy())
+        together.update({n: v.copy() for n, v in run.items()})
+    for n in names:
+        assert together.stats[n].absmax == alone[n].absmax
+        assert together.stats[n].range == alone[n].range
+        assert np.array_equal(together.stats[n].hist, alone[n].hist), n
+
+
+def test_a_small_tensor_with_nan_is_named_when_counted_together():
+    collector = Collector(["a", "b", "c"])
+    first = {n: np.ones(10, np.float32) for n in "abc"}
+    collector.update(first)  # ranges set: the next run takes the together path
+    with pytest.raises(EdgeError, match="tensor 'b' holds inf or NaN"):
+        collector.update({"a": np.ones(10, np.float32), "b": np.array([1.0, np.inf], np.float32), "c": np.ones(3, np.float32)})
 
 
 def _tiny_model() -> onnx.ModelProto:
@@ -112,6 +149,32 @@ def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
     (y,) = sess.run(["y"], {"x": batch})
     assert stats["y"].absmax == pytest.approx(float(np.abs(y).max()), rel=1e-5)
     assert stats["y"].hist.sum() == y.size
+
+
+def test_a_reshaped_tensor_is_not_counted_again_but_gets_the_statistics_of_its_own_values():
+    """The Reshape's output is measured through its input; the reference is ONNX Runtime's own Reshape output on the
+    same images, counted directly."""
+    ort = pytest.importorskip("onnxruntime")
+    from edge.calib.stats import value_sources
+
+    model = _tiny_model()
+    graph = prepare(model, {"x": (1, 3, 8, 8)})
+    acts, _ = calibration_tensors(graph)
+    assert value_sources(graph, acts) == {"flat_out": "relu"}  # "y" is produced by Add; outputs are measured anyway
+    rng = np.random.default_rng(4)
+    frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(5)]
+    images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))
+    stats = collect(model, graph, images, acts)
+    assert list(stats) == acts
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.extend([helper.make_empty_tensor_value_info("flat_out")])
+    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    direct = TensorStats("flat_out")
+    direct.add(sess.run(["flat_out"], {"x": np.concatenate(list(images.batches(5)))})[0])
+    got = stats["flat_out"]
+    assert got.name == "flat_out" and got is not stats["relu"]
+    assert got.absmax == direct.absmax and got.range == direct.range and np.array_equal(got.hist, direct.hist)
 
 
 def test_large_tensors_count_a_sample_but_keep_the_exact_maximum():

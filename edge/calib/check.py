@@ -37,7 +37,7 @@ class Measurement:
 
 def session(model: Any, threads: int, int8: bool) -> Any:
     """An ONNX Runtime session returning the graph outputs; INT8 keeps Q/DQ as separate ops (simulated INT8)."""
-    return TensorTap(model, [[o.name for o in model.graph.output]], threads, optimize=not int8).sessions[0][0]
+    return TensorTap(model, [[o.name for o in model.graph.output]], threads, simulated_int8=int8).sessions[0][0]
 
 
 def _batches(images: ImageSet, batch: int, fixed: Optional[int]) -> Iterator[np.ndarray]:

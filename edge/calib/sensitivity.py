@@ -64,7 +64,7 @@ def layer_sensitivity(
     per_image = per_image_bytes(graph, [pairs[i][0] for i in pairs])
     batch, groups = _groups({i: per_image[pairs[i][0]] for i in pairs}, budget_bytes, 16)
     batch = fixed_batch(graph) or batch
-    tap = TensorTap(model, [[t for i in g for t in pairs[i]] for g in groups], threads, optimize=False)
+    tap = TensorTap(model, [[t for i in g for t in pairs[i]] for g in groups], threads, simulated_int8=True)
     sums = {i: np.zeros(2) for i in pairs}  # signal, noise
     for inputs in images.batches(batch):
         if len(inputs) != batch and fixed_batch(graph):
