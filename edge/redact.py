@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 # scheme://userinfo@  -- any scheme and case; the userinfo runs to the last '@' before the host, so an '@' inside
-# the password does not leak its tail. Authority ends at '/', '?', '#', whitespace or a quote.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#\ \t\r\n\"'<>]*)@")
+# the password does not leak its tail. Authority ends at '/', '?', '#', whitespace or a quote. One slash is enough:
+# a URI given where a path is expected comes back from pathlib as "rtsp:/user:pw@host/...".
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*:/{1,2})([^/?#\ \t\r\n\"'<>]*)@")
 # query or fragment parameters that are secrets by name: ?token=…&password=…
 _QUERY_SECRET = re.compile(
     r"(?i)([?&;#](?:access_token|auth|authorization|api_?key|key|password|passwd|pass|pwd|secret|sig|signature|token)=)"

@@ -37,6 +37,7 @@ from ._hostile import (
     edge,
     have,
     http_file,
+    onnx_conv,
     require_or_skip,
     run,
 )
@@ -107,6 +108,31 @@ def test_a_password_in_a_config_error_is_never_printed(base: Path) -> None:
         o = call(["run", "-c", base, "--set", override, "--check", "--log-level", "debug"])
         assert_clean(o)
         _assert_secret_free(o.out + o.err, PASSWORD)
+
+
+def test_a_password_in_an_edge_calib_path_is_never_printed(tmp_path: Path) -> None:
+    """A URI given where edge calib expects a path comes back from pathlib with one slash ("rtsp:/user:pw@host"),
+    which the redaction missed (found by an attack on the CLI): every path flag, and the config's model.path."""
+    model = onnx_conv(tmp_path / "m.onnx")
+    images = tmp_path / "images"
+    images.mkdir()
+    uri = f"rtsp://admin:{PASSWORD}@cam/stream"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"model:\n  path: 'mqtt://admin:{PASSWORD}@host/m.onnx'\n")
+    for argv in (
+        [model, "--images", uri],
+        [model, "--images", images, "--agreement-images", uri],
+        [model, "--dataset", "mnist_5k[:4]", "--eval", uri],
+        [model, "--images", images, "--cache", f"mqtt://admin:{PASSWORD}@h/x.cache"],
+        [model, "--images", images, "--qdq", f"https://admin:{PASSWORD}@h/q.onnx"],
+        ["--images", images, "--config", f"https://admin:{PASSWORD}@h/c.yaml"],
+        ["--images", images, "--config", cfg],
+        ["--images", images, "--set", f"model.path=https://admin:{PASSWORD}@h/m.onnx"],
+    ):
+        o = call(["calib", *argv])
+        assert o.code == 2, o
+        _assert_secret_free(o.out + o.err, PASSWORD)
+        assert_clean(o)
 
 
 @pytest.mark.slow

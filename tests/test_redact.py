@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +23,9 @@ from edge.redact import RedactingFormatter, redact, redact_data
         ("http://cam/snap.jpg?user=a&password=hunter2&x=1", "hunter2", "password=***&x=1"),
         ("http://cam/live?token=abc.def", "abc.def", "token=***"),
         ("source 'rtsp://u:v@h/x': cannot be opened", "u:v", "rtsp://u:***@h/x"),
+        # a URI passed where a path goes: pathlib keeps one slash, and may put a folder in front
+        ("calibration images 'rtsp:/admin:s3cret@cam/stream': not a folder", "s3cret", "rtsp:/admin:***@cam/stream"),
+        ("file not found: /tmp/cfg/mqtt:/admin:s3cret@host/m.onnx", "s3cret", "/tmp/cfg/mqtt:/admin:***@host/m.onnx"),
     ],
 )
 def test_known_forms(text, secret, kept):
@@ -48,8 +52,9 @@ _password = st.text(
 )
 def test_generated_passwords_never_survive(scheme, user, password, host):
     uri = f"{scheme}://{user}:{password}@{host}/path"
-    out = redact(f"error: source '{uri}' failed")
-    assert f":{password}@" not in out and "***@" + host in out
+    for text in (uri, str(Path(uri)), str(Path("/srv/configs") / uri)):  # as given, and as a path prints it
+        out = redact(f"error: source '{text}' failed")
+        assert f":{password}@" not in out and "***@" + host in out
 
 
 def test_summaries_and_log_lines_are_redacted():
