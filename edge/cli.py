@@ -84,12 +84,22 @@ def _run(args: argparse.Namespace) -> int:
     return guard(args._prog, args._main, args)
 
 
+def _escaping_output() -> None:
+    """Text that cannot be encoded (a file name holding non-UTF-8 bytes, under a strict UTF-8 stdout) prints escaped
+    instead of ending the run with UnicodeEncodeError after its work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _escaping_output()
     return _run(parser().parse_args(argv))
 
 
 def _entry(command: str, prog: str) -> Callable[[list[str] | None], int]:
     def run(argv: list[str] | None = None) -> int:
+        _escaping_output()
         return _run(entry_parser(command, prog).parse_args(argv))
 
     return run

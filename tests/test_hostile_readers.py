@@ -508,6 +508,47 @@ def test_image_folders_and_files_whose_names_look_like_globs_work(base: Path, tm
         assert json.loads((tmp_path / "s.json").read_text())["frames"] == frames
 
 
+def _latin1(folder: Path, name: bytes) -> Path:
+    """A path in ``folder`` whose name holds bytes that are not UTF-8 (Python hands it over with surrogate escapes)."""
+    return Path(os.fsdecode(os.fsencode(folder) + b"/" + name))
+
+
+def test_image_names_that_are_not_utf8_are_read_not_a_crash(base: Path, tmp_path: Path) -> None:
+    """An attack on edge calib: OpenCV's binding ends the process with a segmentation fault on such a name (rc 139,
+    no message). Images are now read as bytes and decoded, so the name never reaches OpenCV: all images count."""
+    folder = images(tmp_path / "imgs", count=3, size=32)
+    (folder / "img00.png").rename(_latin1(folder, b"caf\xe9.png"))
+    (folder / "img01.png").rename(_latin1(folder, b"bad\xff\xfe.png"))
+    o = call(["calib", onnx_conv(tmp_path / "tiny.onnx"), "--images", folder, "--cache", tmp_path / "c.cache"])
+    assert_clean(o, codes=(0,))
+    assert "3 images from" in o.err
+    o = edge_run("-c", base, "-q", "--telemetry", "none", "--source", folder, "--summary-json", tmp_path / "s.json")
+    assert_clean(o, codes=(0,))
+    assert json.loads((tmp_path / "s.json").read_text())["frames"] == 3
+
+
+def test_video_names_that_are_not_utf8_are_one_line_not_a_crash(base: Path, tmp_path: Path, megamind: Path) -> None:
+    """OpenCV opens videos by name (capture and writer): such a name is refused with one line, exit 2."""
+    clip = _latin1(tmp_path, b"clip\xe9.avi")
+    shutil.copy(megamind, clip)
+    o = edge_run("-c", base, "-q", "--telemetry", "none", "--source", clip, "--frames", 2)
+    assert_refused(o, "not UTF-8", before_work=False)
+    video = _latin1(tmp_path, b"out\xff.avi")
+    o = edge_run("-c", base, "-q", "--telemetry", "none", "--frames", 2, "--video", video)
+    assert_refused(o, "not UTF-8", before_work=False)
+    assert not video.exists()
+
+
+def test_a_result_line_naming_a_non_utf8_file_prints_under_a_strict_utf8_stdout(tmp_path: Path) -> None:
+    """An attack on edge calib: with PYTHONIOENCODING=utf-8 the closing lines raised UnicodeEncodeError after the
+    files were written (exit 1, "a bug in edge"). The name now prints with its odd byte escaped."""
+    cache = _latin1(tmp_path, b"c\xff.cache")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    o = edge("calib", onnx_conv(tmp_path / "tiny.onnx"), "--images", images(tmp_path / "imgs"), "--cache", cache, env=env)
+    assert_clean(o, codes=(0,))
+    assert cache.is_file() and "c\\udcff.cache" in o.out
+
+
 # -- edge calib: checked before the statistics pass ------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from edge.errors import EdgeError, RunFailed
 from edge.outputs import Staged, strict_json
 from edge.runtime.postprocess import Result
-from edge.runtime.sources import Frame
+from edge.runtime.sources import Frame, opencv_name
 
 
 class Sink:
@@ -75,7 +75,7 @@ class VideoSink(Sink):
     _FOURCC = {".mp4": "mp4v", ".avi": "MJPG", ".mkv": "MJPG", ".mov": "mp4v"}
 
     def __init__(self, path: str, fps: float) -> None:
-        self.path = Path(path)
+        self.path = Path(opencv_name(path, "video file"))  # OpenCV writes it by name
         if self.path.suffix.lower() not in self._FOURCC:
             raise EdgeError(f"video file '{path}': unsupported extension; use one of {', '.join(self._FOURCC)}")
         self.staged = Staged(self.path)  # OpenCV opens the temp by name; the extension stays last

@@ -77,6 +77,18 @@ def _cv2():
     return require("cv2", "video capture")
 
 
+def opencv_name(name: Any, what: str) -> Any:
+    """``name`` unchanged when OpenCV can take it. OpenCV's Python binding crashes the process (a segmentation
+    fault, not an exception) on a str that is not valid UTF-8, which is how Python hands over a file name holding
+    other bytes, so such a name is refused here with one line."""
+    if isinstance(name, (str, Path)):
+        try:
+            str(name).encode("utf-8")
+        except UnicodeEncodeError:
+            raise EdgeError(f"{what} {str(name)!r}: OpenCV cannot open a name that is not UTF-8; rename it") from None
+    return name
+
+
 class CaptureSource(Source):
     """Anything cv2.VideoCapture opens: video files, V4L2 cameras, GStreamer pipelines."""
 
@@ -90,7 +102,7 @@ class CaptureSource(Source):
         props: Optional[dict] = None,
     ) -> None:
         super().__init__()
-        self.target, self.description, self.live, self.loop = target, description, live, loop
+        self.target, self.description, self.live, self.loop = opencv_name(target, "source"), description, live, loop
         self._api, self._props = api, props or {}
         self._params: list = []
         self._shape: Optional[Tuple[int, ...]] = None  # the array shape the capture delivers, once seen
@@ -305,7 +317,11 @@ def read_image(path: Any) -> Optional[np.ndarray]:
         return None
     cv2 = _cv2()
     try:
-        return cv2.imread(str(path), cv2.IMREAD_COLOR)
+        data = np.fromfile(str(path), np.uint8)  # read here, so the name never reaches OpenCV (see opencv_name)
+    except OSError:
+        return None
+    try:
+        return cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past MAX_IMAGE_PIXELS)
         return None
 
