@@ -172,6 +172,57 @@ def test_calib_outputs_over_the_file_size_limit_keep_the_previous_files(tmp_path
     _assert_failed_and_kept(o, before, tmp_path)
 
 
+def _conv_fc(path: Path) -> Path:
+    """Conv + Flatten + MatMul with a 1024x256 weight: its Q/DQ model (~260 KB) is far larger than the cache and
+    sidecar (a few KB), so a file-size limit between the two fails the Q/DQ model alone."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal((1024, 256)).astype(np.float32) * 0.05, "fc"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("MatMul", ["f", "fc"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_fc",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 256])],
+        inits,
+    )
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("qdq_folder", ["same", "other"])
+def test_calib_keeps_the_previous_cache_and_sidecar_when_only_the_qdq_model_cannot_be_written(
+    tmp_path: Path, qdq_folder: str
+) -> None:
+    """An attack on edge calib: the new cache and sidecar were committed before the Q/DQ model was written, so a
+    file-size limit (or a full disk, or a kill) there left a new cache beside the old Q/DQ model, and the error said
+    "the previous file, if any, is unchanged". Now nothing is replaced unless all three are complete."""
+    model = _conv_fc(tmp_path / "fc.onnx")
+    imgs = images(tmp_path / "imgs")
+    out = tmp_path / ("q" if qdq_folder == "other" else "")
+    out.mkdir(exist_ok=True)
+    args = ["calib", model, "--images", imgs, "--cache", tmp_path / "c.cache", "--qdq", out / "q.onnx"]
+    assert edge(*args, "--method", "minmax").code == 0
+    sizes = {p.name: p.stat().st_size for p in (tmp_path / "c.cache", tmp_path / "c.cache.json", out / "q.onnx")}
+    assert max(sizes["c.cache"], sizes["c.cache.json"]) < 50_000 < sizes["q.onnx"], sizes
+    before = snapshot(tmp_path / "c.cache", tmp_path / "c.cache.json", out / "q.onnx")
+    o = edge(*args, "--method", "percentile", preexec=limits(fsize=50_000))  # another method: other scales
+    assert_no_traceback(o)
+    assert o.code == 2 and "error: cannot write" in o.err.splitlines()[-1] and "q.onnx" in o.err.splitlines()[-1], o
+    assert {p: p.read_bytes() for p in before} == before
+    assert not temps(tmp_path) and not temps(out)
+
+
 def test_dla_outputs_on_a_full_disk_keep_the_previous_files(tmp_path: Path) -> None:
     model = onnx_conv(tmp_path / "tiny.onnx")
     with tmpfs(tmp_path / "disk", size="1m") as disk:

@@ -441,17 +441,25 @@ def main(args: argparse.Namespace) -> int:
         "check_images": check_images.name,
         "ranking": [r.to_dict() for r in ranking[:50]],
     }
-    staged = [Staged(cache_path), Staged(side_path)]
+    # Every file is complete in its temp before any replaces an old one: a full disk, a file-size limit or a kill
+    # while the Q/DQ model is written leaves the earlier cache, sidecar and Q/DQ model as a set.
+    staged = [Staged(cache_path), Staged(side_path)] + ([Staged(args.qdq)] if args.qdq else [])
     try:
         staged[0].write(cache.to_bytes())
         staged[1].write(Sidecar(kept_layers, info).to_json().encode())
+        if args.qdq:
+            staged[2].write(qdq.serialize(q_model))
+            staged[2].finish()
     except BaseException:
         for s in staged:
             s.discard()
         raise
-    commit_together(staged)
-    if args.qdq:
-        qdq.save(q_model, args.qdq)
+    if args.qdq and staged[2].path.parent != staged[0].path.parent:
+        # Another folder: no journal spans both, so the Q/DQ model goes last, one rename after the pair.
+        commit_together(staged[:2])
+        staged[2].commit()
+    else:
+        commit_together(staged)
     t_write = time.perf_counter() - t3
 
     n = images.count

@@ -206,11 +206,11 @@ def alone_model(model: Any, graph: Graph, amax: Dict[str, float], nodes: Set[int
     return out, pairs
 
 
-def save(model: Any, path: str | Path) -> None:
-    """Check the model, then write it through the atomic-write path."""
+def serialize(model: Any) -> bytes:
+    """The model's bytes, once it passes the ONNX checker."""
     onnx = require("onnx", "writing a Q/DQ model")
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise EdgeError(f"--qdq: the Q/DQ model does not pass the ONNX checker ({str(exc).splitlines()[0]})") from None
-    write_atomic(path, model.SerializeToString())
+    return model.SerializeToString()
