@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Any, Callable
 
 # More threads than this is a typo or an attack (each costs a stack); ONNX Runtime gains nothing past the cores.
@@ -59,3 +60,13 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a TCP port 1..65535, got {text[:40]!r}")
     return value
+
+
+def output_file(text: str) -> str:
+    """A file to write: not empty (an empty value used to mean "not given") and not a folder spelled with a
+    trailing slash (which pathlib drops, so a file named after the folder was written)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file name, got an empty value")
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} ends in '/', a folder; give a file name in it")
+    return text

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from edge import argtypes
 from edge.lazy import available
 
 # TensorRT release -> the JetPack that ships it (NVIDIA JetPack release notes: 5.1.x ships 8.5.2, 6.0 ships 8.6.2,
@@ -37,7 +38,9 @@ class Check:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", help="also write every result as JSON (attach it to bug reports)")
+    parser.add_argument(
+        "--json", type=argtypes.output_file, metavar="FILE", help="also write every result as JSON (attach it to bug reports)"
+    )
     parser.add_argument("--no-build", action="store_true", help="skip building and running the tiny network")
     parser.add_argument("--no-service", action="store_true", help="skip `edge service check` of installed services")
     parser.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)  # a fake machine, for tests

@@ -303,6 +303,23 @@ def _one_of(path: Path, folder: Path) -> bool:
         return False
 
 
+def _check_name_length(flag: str, path: Path) -> None:
+    """The longest name a writer makes beside ``path`` (its temp, or the journal of a set) must fit the folder's name
+    limit, or the run would fail only when it writes, after the work."""
+    try:
+        limit = os.pathconf(path.parent, "PC_NAME_MAX") if path.parent.is_dir() else 255
+    except (OSError, ValueError):
+        limit = 255
+    prefix, suffix = _temp_parts(path)
+    longest = max(len(os.fsencode(prefix + "x" * 8 + suffix)), len(os.fsencode(_journal(path).name)))
+    if longest > limit:
+        spare = longest - len(os.fsencode(path.name))
+        raise EdgeError(
+            f"{flag} {path.name[:40]}...: a name of {len(os.fsencode(path.name))} bytes is too long; the temp written "
+            f"beside it needs {spare} more and the folder allows {limit}; use at most {limit - spare} bytes"
+        )
+
+
 def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Mapping[str, Optional[PathLike]]] = None) -> None:
     """Refuse, before any work, outputs that cannot be written or that are one of the inputs.
 
@@ -316,6 +333,9 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Ma
             continue
         path = Path(value)
         folder = path.parent
+        if str(value).endswith(("/", os.sep)):
+            raise EdgeError(f"{flag} {value}: ends in '/', a folder; give a file name (for example {path / 'out'})")
+        _check_name_length(flag, path)
         if path.is_dir():
             raise EdgeError(f"{flag} {path}: is a directory; give a file name (for example {path / 'out'})")
         if not folder.is_dir():

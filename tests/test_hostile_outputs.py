@@ -321,3 +321,41 @@ def test_an_output_on_a_read_only_file_system_is_refused_before_the_work(work: P
         assert_refused(o, flag, parser=command_parser(command))
         assert not o.out.strip(), f"work was done before the refusal{o}"
         assert_unchanged(before, o)
+
+
+# -- names no file can have ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [300, 240])
+@pytest.mark.parametrize("case, command, argv, flag", OUTPUTS, ids=[c[0] for c in OUTPUTS])
+def test_an_output_name_too_long_for_its_temp_is_refused_before_the_work(
+    work: Path, case, command, argv, flag, length: int
+) -> None:
+    """An attack on edge calib: a 300-byte name was "unexpected OSError" (exit 1), and a 240-byte one, legal itself,
+    failed only when its temp (the name and 24 bytes more) was made, after the work. The limit is the file system's
+    (255 bytes here), read with pathconf."""
+    if flag == "telemetry.dir":
+        return  # a folder: no temp beside it
+    out = work / ("n" * length)
+    o, before = _outputs_case(work, command, argv, out)
+    line = assert_refused(o, flag, parser=command_parser(command))
+    assert "too long" in line, o
+    assert not o.out.strip(), f"work was done before the refusal{o}"
+    assert_unchanged(before, o)
+    assert not temps(work), temps(work)
+
+
+@pytest.mark.parametrize("value", ["", "newfolder/"])
+@pytest.mark.parametrize("case, command, argv, flag", OUTPUTS, ids=[c[0] for c in OUTPUTS])
+def test_an_empty_output_or_a_folder_spelled_with_a_slash_is_refused(work: Path, case, command, argv, flag, value) -> None:
+    """An attack on edge calib: `--cache ''` wrote the default cache into the current folder, and `--cache out/new/`
+    (a folder that does not exist) wrote a file named `new`."""
+    if "{out}" not in argv:
+        return  # a value built around the name (`{out}.avi`), or a config key
+    args = [a.replace("{w}", str(work)) for a in argv]
+    args[argv.index("{out}")] = value if not value else f"{work}/{value}"
+    before = snapshot(*_all_files(work))
+    o = call(args, main=MAINS[command]) if command in MAINS else call([command, *args])
+    assert_refused(o, flag, parser=command_parser(command))
+    assert not (work / "newfolder").exists()
+    assert_unchanged(before, o)

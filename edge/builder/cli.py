@@ -10,7 +10,13 @@ from edge import argtypes
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the ONNX model (model.path)")
-    p.add_argument("--output", "-o", metavar="ENGINE", help="the engine to write (model.engine; default MODEL.engine here)")
+    p.add_argument(
+        "--output",
+        "-o",
+        type=argtypes.output_file,
+        metavar="ENGINE",
+        help="the engine to write (model.engine; default MODEL.engine here)",
+    )
     p.add_argument("--config", "-c", metavar="FILE", help="build YAML (see configs/build.example.yaml)")
     p.add_argument("--int8", action="store_true", default=None, help="INT8 with calibration (int8)")
     p.add_argument("--fp16", action="store_true", default=None, help="allow FP16 kernels (fp16)")
@@ -37,7 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="DLA managed SRAM per subgraph, a power of two (dla.sram_mib)",
     )
     p.add_argument("--workspace", type=argtypes.positive_int, metavar="MiB", help="builder workspace limit (workspace_mib)")
-    p.add_argument("--timing-cache", metavar="FILE", help="reuse and update a timing cache (timing_cache)")
+    p.add_argument(
+        "--timing-cache", type=argtypes.output_file, metavar="FILE", help="reuse and update a timing cache (timing_cache)"
+    )
     p.add_argument(
         "--shape",
         action="append",
@@ -46,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="build shape of a dynamic input, repeatable (shapes)",
     )
     p.add_argument("--target-cc", metavar="X.Y", help="build for this GPU compute capability where the API allows (target_cc)")
-    p.add_argument("--log", metavar="FILE", help="write TensorRT's verbose log (log)")
+    p.add_argument("--log", type=argtypes.output_file, metavar="FILE", help="write TensorRT's verbose log (log)")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set calib.max_images=200"
     )

@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-images", type=argtypes.positive_int, metavar="N", help="use at most the first N images")
     parser.add_argument(
         "--cache",
+        type=argtypes.output_file,
         metavar="OUT.cache",
         help="calibration cache to write, with OUT.cache.json beside it (default MODEL_NAME.cache)",
     )
@@ -68,7 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibrator named in the cache header, whatever --method computed the scales; the builder reads the cache "
         "with it (default EntropyCalibration2, the one the DLA needs)",
     )
-    parser.add_argument("--qdq", metavar="OUT.onnx", help="also write a Q/DQ ONNX (explicit quantization, TensorRT 10+)")
+    parser.add_argument(
+        "--qdq",
+        type=argtypes.output_file,
+        metavar="OUT.onnx",
+        help="also write a Q/DQ ONNX (explicit quantization, TensorRT 10+)",
+    )
     parser.add_argument(
         "--eval",
         metavar="DIR|NAME",

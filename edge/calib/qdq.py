@@ -9,7 +9,6 @@ is the INT8 simulation behind the accuracy report.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
@@ -17,7 +16,6 @@ import numpy as np
 from edge.errors import EdgeError
 from edge.graph.model import Graph, attrs
 from edge.lazy import require
-from edge.outputs import write_atomic
 
 MIN_OPSET = 13
 MIN_SCALE = 1e-8  # an all-zero tensor or channel still needs a positive scale

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+from edge import argtypes
+
 TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # rules.TRT_VERSIONS, repeated so --help imports nothing heavy
 
 
@@ -25,9 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision", choices=("fp16", "int8"), default="fp16", help="DLA precision the engine will use (default fp16)"
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
+    parser.add_argument("--json", type=argtypes.output_file, metavar="OUT", help="also write the full report as JSON")
     parser.add_argument(
-        "--fix", metavar="OUT.onnx", help="write a rewritten model that keeps the maths and moves work onto the DLA"
+        "--fix",
+        type=argtypes.output_file,
+        metavar="OUT.onnx",
+        help="write a rewritten model that keeps the maths and moves work onto the DLA",
     )
 
 

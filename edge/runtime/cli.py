@@ -24,10 +24,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loop", action="store_true", default=None, help="restart file sources at the end (source.loop)")
     p.add_argument("--frames", type=argtypes.positive_int, metavar="N", help="stop after reading N frames (pipeline.frames)")
     p.add_argument("--duration", type=argtypes.positive_float, metavar="S", help="stop after S seconds (pipeline.duration_s)")
-    p.add_argument("--results", metavar="FILE", help="write one JSON line per frame (sinks.results)")
-    p.add_argument("--video", metavar="FILE", help="write the annotated video: .mp4, .avi, .mkv or .mov (sinks.video)")
+    p.add_argument("--results", type=argtypes.output_file, metavar="FILE", help="write one JSON line per frame (sinks.results)")
+    p.add_argument(
+        "--video",
+        type=argtypes.output_file,
+        metavar="FILE",
+        help="write the annotated video: .mp4, .avi, .mkv or .mov (sinks.video)",
+    )
     p.add_argument("--display", action="store_true", default=None, help="show the annotated frames in a window (sinks.display)")
-    p.add_argument("--summary-json", metavar="FILE", help="write the final summary as JSON (sinks.summary_json)")
+    p.add_argument(
+        "--summary-json", type=argtypes.output_file, metavar="FILE", help="write the final summary as JSON (sinks.summary_json)"
+    )
     p.add_argument(
         "--mqtt",
         metavar="URL",
