@@ -291,6 +291,7 @@ def load_dataclass(
 # gigabytes when walked or printed ("billion laughs"), so more than this is refused before anything walks it.
 MAX_ALIASES = 16
 MAX_CONFIG_BYTES = 1 << 20
+MAX_INPUT_SIDE = 16384  # pixels; one 16384x16384 BGR frame is already 800 MB
 
 
 def load_yaml(text: str, origin: str) -> Any:
@@ -456,8 +457,8 @@ def check_input(i: InputConfig, origin: str) -> None:
         raise _bad(origin, "input.std", "non-zero numbers", i.std)
     if not 0 <= i.pad_value <= 255:
         raise _bad(origin, "input.pad_value", "an integer 0..255", i.pad_value)
-    if i.size is not None and max(i.size) > 16384:
-        raise _bad(origin, "input.size", "at most 16384 pixels a side", i.size)
+    if i.size is not None and max(i.size) > MAX_INPUT_SIDE:
+        raise _bad(origin, "input.size", f"at most {MAX_INPUT_SIDE} pixels a side", i.size)
     # (pixel * scale + offset - mean) / std over the pixel range must stay a finite float32 (scale 1e38 made NaNs).
     for pixel in (0.0, 255.0):
         for mean, std in zip(i.mean * (3 // len(i.mean)), i.std * (3 // len(i.std))):

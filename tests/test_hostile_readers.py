@@ -549,6 +549,28 @@ def test_a_result_line_naming_a_non_utf8_file_prints_under_a_strict_utf8_stdout(
     assert cache.is_file() and "c\\udcff.cache" in o.out
 
 
+def test_a_model_input_of_100000_pixels_a_side_is_refused_before_a_frame_is_made(base: Path, tmp_path: Path) -> None:
+    """An attack on edge calib: a model declaring a 1x3x100000x100000 input ended in OpenCV's "Failed to allocate
+    30000000000 bytes" as "unexpected error" (exit 1). input.size caps a side at 16384; the model's own size now too."""
+    model = onnx_conv(tmp_path / "huge.onnx", shape=(1, 3, 100000, 100000))
+    o = call(["calib", model, "--images", images(tmp_path / "imgs"), "--cache", tmp_path / "c.cache"], address_space=2 * GiB)
+    assert_refused(o, "16384", "'input'")
+    o = edge_run(
+        "-c",
+        base,
+        "--set",
+        f"model.path={model}",
+        "--set",
+        "model.asset=null",
+        "--set",
+        "input.layout=auto",
+        "--set",
+        "input.size=null",
+        "--check",
+    )
+    assert_refused(o, "16384")
+
+
 # -- edge calib: checked before the statistics pass ------------------------------------------------------------------
 
 

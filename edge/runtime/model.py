@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edge.config import MAX_INPUT_SIDE
 from edge.errors import ConfigError
 from edge.runtime.backends import TensorInfo
 from edge.runtime.preprocess import PreprocessSpec
@@ -80,6 +81,11 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
                 raise ConfigError(f"key 'input.size': {key} {want} but the model input {tensor.name!r} is {list(shape)}")
     elif isinstance(w_dim, int) and isinstance(h_dim, int) and w_dim > 0 and h_dim > 0:
         width, height = w_dim, h_dim
+        if max(width, height) > MAX_INPUT_SIDE:  # what input.size allows: one such frame is gigabytes
+            raise ConfigError(
+                f"model input {tensor.name!r} is {list(shape)}: more than {MAX_INPUT_SIDE} pixels a side; "
+                "export the model with the input size it runs at"
+            )
     else:
         raise ConfigError(
             f"key 'input.size': the model input {tensor.name!r} has dynamic size {list(shape)}; set input.size: [width, height]"
