@@ -132,6 +132,25 @@ def test_plan_fits_the_batch_to_the_budget_and_splits_only_when_one_image_is_too
     assert plan(sizes, 350, 32) == (1, [["a"], ["b"]])
 
 
+@pytest.mark.parametrize("budget", [1, 10_000, 4 << 20])
+def test_a_tiny_budget_never_splits_into_more_sessions_than_it_saves(budget):
+    """An attack: --memory-mb 1 split PP-OCRv5 rec's 47 MB per image into a hundred groups, each an ONNX Runtime
+    session of the model, and took 5.8 GB. Memory is about g * session + 2 * tensors / g for g groups; the plan's
+    cost must be near the least over every g (found here by trying them all)."""
+    mb = 1 << 20
+    sizes = {f"t{k}": mb // 2 for k in range(94)}  # 47 MB per image, in tensors of 0.5 MB
+    session = 64 * mb
+    batch, groups = plan(sizes, budget, 32, session)
+    assert batch == 1 and sorted(t for g in groups for t in g) == sorted(sizes)
+
+    def cost(g: int) -> float:
+        return g * session + 2 * 47 * mb / g
+
+    best = min(cost(g) for g in range(1, 95))
+    assert cost(len(groups)) <= 1.25 * best, (len(groups), cost(len(groups)) / best)
+    assert len(plan(sizes, budget, 32)[1]) > len(groups) or budget > 2 * mb  # the budget alone would split further
+
+
 def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
     ort = pytest.importorskip("onnxruntime")
     model = _tiny_model()

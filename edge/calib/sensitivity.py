@@ -16,7 +16,7 @@ import numpy as np
 
 from edge.calib import qdq
 from edge.calib.datasets import ImageSet
-from edge.calib.stats import TensorTap, fixed_batch, per_image_bytes
+from edge.calib.stats import TensorTap, fixed_batch, per_image_bytes, plan, session_bytes
 from edge.graph.model import Graph
 
 
@@ -30,22 +30,6 @@ class LayerError:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"layer": self.layer, "op": self.op, "output": self.tensor, "sqnr_db": self.sqnr_db}
-
-
-def _groups(sizes: Dict[int, int], budget_bytes: int, max_batch: int) -> tuple:
-    """(batch, groups of node indices) so one run's outputs (each layer's output and its twin's) fit the budget."""
-    total = 2 * sum(sizes.values())
-    if total <= budget_bytes:
-        return max(1, min(max_batch, budget_bytes // max(total, 1))), [list(sizes)]
-    groups: List[List[int]] = [[]]
-    used = 0
-    for idx, size in sizes.items():
-        if groups[-1] and used + 2 * size > budget_bytes:
-            groups.append([])
-            used = 0
-        groups[-1].append(idx)
-        used += 2 * size
-    return 1, groups
 
 
 def layer_sensitivity(
@@ -62,7 +46,8 @@ def layer_sensitivity(
     if not pairs:
         return []
     per_image = per_image_bytes(graph, [pairs[i][0] for i in pairs])
-    batch, groups = _groups({i: per_image[pairs[i][0]] for i in pairs}, budget_bytes, 16)
+    # each layer's output and its twin's
+    batch, groups = plan({i: 2 * per_image[pairs[i][0]] for i in pairs}, budget_bytes, 16, session_bytes(model))
     batch = fixed_batch(graph) or batch
     tap = TensorTap(model, [[t for i in g for t in pairs[i]] for g in groups], threads, simulated_int8=True)
     sums = {i: np.zeros(2) for i in pairs}  # signal, noise

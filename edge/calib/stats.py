@@ -191,15 +191,25 @@ def per_image_bytes(graph: Graph, tensors: Iterable[str]) -> Dict[str, int]:
     return {n: (s if s > 0 else largest) for n, s in sizes.items()}
 
 
-def plan(sizes: Dict[str, int], budget_bytes: int, max_batch: int) -> Tuple[int, List[List[str]]]:
+def session_bytes(model: Any) -> int:
+    """What one more ONNX Runtime session of ``model`` costs: about four times its size (PP-OCRv5 rec, 16 MB: 63 MB
+    per session after ``give_back_memory``, measured with /proc/self/status)."""
+    return 4 * model.ByteSize()
+
+
+def plan(sizes: Dict[Any, int], budget_bytes: int, max_batch: int, session_bytes: int = 0) -> Tuple[int, List[List[Any]]]:
     """(batch size, tensor groups) so one run's exposed outputs stay under the budget.
 
     Prefer one group and the largest batch that fits; only when a single image's tensors exceed the budget are they
-    split into groups, each run separately (the model is then evaluated once per group).
+    split into groups, each run separately (the model is then evaluated once per group). Each group is an ONNX
+    Runtime session of its own, costing ``session_bytes``: a budget far below one image's tensors (``--memory-mb 1``
+    made a hundred sessions and 5.8 GB) is raised to where more groups would cost more in sessions than they save.
     """
     total = sum(sizes.values())
     if total <= budget_bytes:
         return max(1, min(max_batch, budget_bytes // max(total, 1))), [list(sizes)]
+    # g groups hold about g * session_bytes + 2 * total / g (two runs alive): least at total / g = sqrt(total * s / 2).
+    budget_bytes = max(budget_bytes, int(math.sqrt(total * session_bytes / 2)))
     groups: List[List[str]] = [[]]
     used = 0
     for name, size in sizes.items():
@@ -413,7 +423,7 @@ def collect(
     """
     copies = value_sources(graph, tensors)
     measured = [t for t in tensors if t not in copies]
-    batch, groups = plan(per_image_bytes(graph, measured), budget_bytes // 2, max_batch)
+    batch, groups = plan(per_image_bytes(graph, measured), budget_bytes // 2, max_batch, session_bytes(model))
     fixed = fixed_batch(graph)
     if fixed is not None:
         if fixed > images.count:
