@@ -284,3 +284,235 @@ def test_an_attribute_string_that_is_not_utf8_is_read_with_replacement_character
 
     node = helper.make_node("Conv", ["x", "w"], ["c"], auto_pad=b"SAME\xff")
     assert attrs(node)["auto_pad"] == "SAME\ufffd"
+
+
+# --- an attack on the CLI (2026-12-01): malformed nodes, folding bombs, --fix on models it cannot check -----------
+
+
+def _vi(name, dims, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, dims)
+
+
+def _save(path, nodes, inputs, outputs, inits=(), opset=17):
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", inputs, outputs, list(inits)), opset_imports=[helper.make_opsetid("", opset)]
+    )
+    model.ir_version = 10
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+_X, _Y = _vi("x", [1, 3, 8, 8]), _vi("y", None)
+_W = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+_ONE = helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+
+
+def _c(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+# (id, nodes, inputs, outputs, initialisers, extra flags, what the one line names or None for a report)
+MALFORMED = [
+    (
+        "cast-without-input",
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Cast", [], ["z"], to=1)],
+        [_X],
+        [_Y],
+        [],
+        [],
+        "0 inputs",
+    ),
+    (
+        "identity-without-output",
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["y"], [])],
+        [_X],
+        [_Y],
+        [],
+        [],
+        "0 outputs",
+    ),
+    (
+        "gemm-alpha-string",
+        [helper.make_node("Gemm", ["a", "wf"], ["y"], alpha="abc")],
+        [_vi("a", [1, 16])],
+        [_Y],
+        [_c("wf", np.ones((16, 8), np.float32))],
+        [],
+        "alpha",
+    ),
+    (
+        "conv-group-0-int8",
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=0)],
+        [_X],
+        [_vi("y", [1, 4, 6, 6])],
+        [_W],
+        ["--precision", "int8"],
+        "group 0",
+    ),
+    (
+        "conv-group-string",
+        [helper.make_node("Conv", ["x", "w"], ["y"], group="abc")],
+        [_X],
+        [_Y],
+        [_W],
+        ["--precision", "int8"],
+        "group",
+    ),
+    (
+        "pad-into-conv-short-pads",
+        [helper.make_node("Pad", ["x", "p"], ["xp"]), helper.make_node("Conv", ["xp", "w"], ["y"], pads=[1, 1])],
+        [_X],
+        [_Y],
+        [_c("p", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)), _W],
+        [],
+        None,
+    ),
+    (
+        "pad-with-2d-pads",
+        [helper.make_node("Pad", ["x", "p"], ["xp"]), helper.make_node("Conv", ["xp", "w"], ["y"])],
+        [_X],
+        [_Y],
+        [_c("p", np.zeros((8, 0), np.int64)), _W],
+        [],
+        None,
+    ),
+    (
+        "fix-plugin-op",
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("EfficientNMS_TRT", ["r"], ["y"], domain="trt.plugins")],
+        [_X],
+        [_Y],
+        [],
+        ["--fix", "{out}"],
+        "ONNX Runtime cannot run",
+    ),
+    (
+        "fix-undeclared-domain",
+        [helper.make_node("Frob", ["x"], ["y"], domain="com.evil")],
+        [_X],
+        [_Y],
+        [],
+        ["--fix", "{out}"],
+        "shape inference",
+    ),
+    (
+        "fix-scalar-conv-weight",
+        [helper.make_node("Conv", ["x", "ws"], ["y"])],
+        [_X],
+        [_Y],
+        [_c("ws", np.array(1.0, np.float32))],
+        ["--fix", "{out}"],
+        "--fix",
+    ),
+    (
+        "fix-pool-of-runtime-reshape",
+        [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+        [_X, _vi("s", [4], TensorProto.INT64)],
+        [_Y],
+        [],
+        ["--fix", "{out}"],
+        "--fix",
+    ),
+    (
+        "fix-cycle",
+        [
+            helper.make_node("Relu", ["b"], ["a"]),
+            helper.make_node("Relu", ["a"], ["b"]),
+            helper.make_node("Add", ["x", "a"], ["y"]),
+        ],
+        [_X],
+        [_Y],
+        [],
+        ["--fix", "{out}"],
+        "the model itself",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, nodes, inputs, outputs, inits, extra, named", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_a_malformed_node_is_one_line_or_a_report_never_unexpected(
+    tmp_path, capsys, case, nodes, inputs, outputs, inits, extra, named
+):
+    """Each of these ended as "unexpected IndexError/ValueError/TypeError/Fail ... (a bug in edge)", exit 1."""
+    path = _save(tmp_path / "m.onnx", nodes, inputs, outputs, inits)
+    if case == "fix-plugin-op":  # declared, as a real TensorRT-plugin export does
+        model = onnx.load(str(path))
+        model.opset_import.append(helper.make_opsetid("trt.plugins", 1))
+        path.write_bytes(model.SerializeToString())
+    flags = [str(tmp_path / "fixed.onnx") if a == "{out}" else a for a in extra]
+    status, out, err = run(capsys, str(path), "--target", "orin", *flags)
+    assert_one_line_or_report(status, out, err)
+    assert "unexpected" not in err and "a bug in edge" not in err, err
+    if named is None:
+        assert status == 0, err
+    else:
+        assert status == 2 and named in err, err
+        assert not (tmp_path / "fixed.onnx").exists()
+
+
+def test_a_non_utf8_dim_name_reaches_the_json_as_text(tmp_path, capsys):
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 3, "QQQQ", 8])], [_Y])
+    path.write_bytes(path.read_bytes().replace(b"QQQQ", b"\xff\xfe\xc3\x28"))
+    status, out, err = run(capsys, str(path), "--target", "orin", "--json", str(tmp_path / "r.json"))
+    assert status == 2 and "unexpected" not in err and "--shape" in err  # the dynamic input is named, as text
+    status, out, err = run(capsys, str(path), "--target", "orin", "--shape", "x=1x3x8x8", "--json", str(tmp_path / "r.json"))
+    assert status == 0, err
+    import json
+
+    json.loads((tmp_path / "r.json").read_text())
+
+
+def _peak_child(argv):
+    """Peak RSS (MB) of `edge ARGV` in a child capped at 2 GiB of address space."""
+    limit = 2 << 30
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    return proc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def test_folding_bombs_that_dodge_the_per_tensor_cap_stay_bounded(tmp_path):
+    """A 10 GiB ConstantOfShape whose output the file declares as [1] (it was folded: 30 s, 10.6 GB), and 120
+    ConstantOfShape of 60 MiB each, under the 64 MiB cap one by one (7.4 GB). Both now run in a 2 GiB child."""
+    lie = _save(
+        tmp_path / "lie.onnx",
+        [helper.make_node("ConstantOfShape", ["s"], ["y"], value=_ONE)],
+        [],
+        [_vi("y", [1])],
+        [_c("s", np.array([1, 3, 30000, 30000], np.int64))],
+    )
+    many = _save(
+        tmp_path / "many.onnx",
+        [helper.make_node("ConstantOfShape", ["s"], [f"c{i}"], value=_ONE) for i in range(120)]
+        + [helper.make_node("Relu", ["x"], ["y"])],
+        [_X],
+        [_Y],
+        [_c("s", np.array([15 << 20], np.int64))],
+    )
+    for path in (lie, many):
+        proc, _ = _peak_child(["dla", str(path), "--target", "orin"])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "not folded" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("text", ["x=1x3x99999999999999999999x8", "x=1_0x3x8x8", "x=+1x3x8x8", "x= 1x3x8x8", "x=１x3x8x8"])
+def test_shape_flags_python_would_parse_loosely_are_refused(tmp_path, capsys, text):
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3, "H", "W"])], [_Y])
+    status, out, err = run(capsys, str(path), "--target", "orin", "--shape", text)
+    assert status == 2 and "--shape" in err and "unexpected" not in err, err
+
+
+def test_one_input_shaped_twice_is_refused(tmp_path, capsys):
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3, "H", "W"])], [_Y])
+    status, out, err = run(capsys, str(path), "--target", "orin", "--shape", "x=1x3x8x8", "--shape", "x=1x3x16x16")
+    assert status == 2 and "already" in err, err
+
+
+def test_flops_of_a_huge_declared_input_do_not_overflow(tmp_path, capsys):
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Conv", ["x", "w"], ["y"])], [_vi("x", [1, 3, 2**40, 2**40])], [_Y], [_W])
+    report = predict(str(path), "orin")
+    # 2 * 4 * 3*3*3 multiply-adds per output value, 4 x (2^40 - 2)^2 values: the exact count, in Python integers
+    assert report.flops == 2 * 27 * 4 * (2**40 - 2) ** 2, report.flops

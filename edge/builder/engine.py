@@ -152,10 +152,10 @@ def node_label(error: Any, onnx_path: Path) -> str:
 
 def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, Tuple[int, ...]]:
     """The build shape of every network input: its static shape, or the --shape given for a dynamic one."""
-    from edge.graph.model import parse_shape
+    from edge.graph.model import parse_shapes
 
     names = [network.get_input(i).name for i in range(network.num_inputs)]
-    given = dict(parse_shape(text, names) for text in shape_texts)
+    given = parse_shapes(shape_texts, names)
     shapes = {}
     for i in range(network.num_inputs):
         t = network.get_input(i)

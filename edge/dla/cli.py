@@ -37,12 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _shapes(args: argparse.Namespace) -> Dict[str, Tuple[int, ...]]:
-    from edge.graph.model import load_model, model_inputs, parse_shape
+    from edge.graph.model import load_model, model_inputs, parse_shapes
 
     if not args.shape:
         return {}
     names = [i.name for i in model_inputs(load_model(args.model))]
-    return dict(parse_shape(text, names) for text in args.shape)
+    return parse_shapes(args.shape, names)
 
 
 def _cut(text: str, width: int) -> str:

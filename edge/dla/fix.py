@@ -153,9 +153,9 @@ def _fix_global_avgpool(ed: _Editor, g: Any, lim: Limits) -> int:
 
     def rewrite(node: Any) -> Optional[List[Any]]:
         dims = g.shape(node.input[0]) or () if node.op_type == "GlobalAveragePool" else ()
-        if len(dims) != 4:
+        if len(dims) != 4 or not all(isinstance(d, int) for d in dims[2:]):
             return None
-        fh, fw = _pool_factors(int(dims[2]), window), _pool_factors(int(dims[3]), window)
+        fh, fw = _pool_factors(dims[2], window), _pool_factors(dims[3], window)
         if fh is None or fw is None:
             return None
         steps = max(len(fh), len(fw), 1)
@@ -199,7 +199,7 @@ def _fix_avgpool_inclusive(ed: _Editor, g: Any, lim: Limits) -> int:
 def _fix_wide_conv(ed: _Editor, g: Any, lim: Limits) -> int:
     def rewrite(node: Any) -> Optional[List[Any]]:
         w = g.consts.get(node.input[1]) if node.op_type == "Conv" else None
-        if w is None or w.shape[0] <= lim.max_maps or attrs(node).get("group", 1) != 1:
+        if w is None or w.ndim < 3 or w.shape[0] <= lim.max_maps or attrs(node).get("group", 1) != 1:
             return None
         base, kw = node.name or node.output[0], {a.name: ed.onnx.helper.get_attribute_value(a) for a in node.attribute}
         bias = g.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
@@ -267,8 +267,14 @@ def fix(
         current, now = work, after
     try:
         onnx.checker.check_model(current)
-    except Exception as exc:
-        raise EdgeError(f"--fix produced an invalid model ({exc}); please report this with the model") from None
+    except Exception as exc:  # onnx's ValidationError and the C++ checker's others
+        try:
+            onnx.checker.check_model(original)
+        except Exception as given:
+            raise EdgeError(
+                f"--fix: the model itself does not pass the ONNX checker ({_first_line(given)}); fix or re-export it"
+            ) from None
+        raise EdgeError(f"--fix produced an invalid model ({_first_line(exc)}); please report this with the model") from None
     result = FixResult(current, steps, report=now)
     if verify:
         result.max_abs_diff = verify_same_outputs(original, current, {n: tuple(d) for n, d in now.inputs.items()})
@@ -277,7 +283,11 @@ def fix(
 
 def _pin_outputs(model: Any) -> None:
     """Give the graph outputs the static shapes inference finds once the inputs are pinned."""
-    inferred = require("onnx").shape_inference.infer_shapes(model, data_prop=True)
+    onnx = require("onnx")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True, strict_mode=False)
+    except Exception as exc:  # InferenceError on ops of domains the model does not declare
+        raise EdgeError(f"--fix: ONNX shape inference cannot read the model ({_first_line(exc)})") from None
     shapes = {o.name: o.type.tensor_type.shape for o in inferred.graph.output}
     for out in model.graph.output:
         if out.name in shapes and all(d.HasField("dim_value") for d in shapes[out.name].dim):
@@ -308,6 +318,16 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
 
 
 def _run(ort: Any, model: Any, feeds: Dict[str, np.ndarray], options: Any) -> Dict[str, np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, feeds)))
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, feeds)))
+    except Exception as exc:  # ORT's own types: a plugin op it does not have, a graph it cannot run
+        raise EdgeError(
+            f"--fix: ONNX Runtime cannot run the model to check the rewrite ({_first_line(exc)}); "
+            "without that check nothing is written"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

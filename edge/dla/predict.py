@@ -10,6 +10,7 @@ This is a prediction, held against published build logs in tests/dla_corpus: con
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
@@ -629,7 +630,7 @@ def _dtype_name(dtype: int) -> str:
 
 
 def _numel(dims: Any) -> int:
-    return int(np.prod([d for d in dims if isinstance(d, int)])) if dims else 0
+    return math.prod(d for d in dims if isinstance(d, int)) if dims else 0  # Python ints: no int64 overflow
 
 
 def _flops(g: Graph, node: Any) -> int:
@@ -911,7 +912,7 @@ def _pad_into_conv(g: Graph, node: Any) -> Optional[int]:
     pads = a.get("pads")
     if pads is None and len(node.input) > 1:
         value = g.consts.get(node.input[1])
-        pads = None if value is None else value.tolist()
+        pads = None if value is None or value.ndim != 1 else value.tolist()
     fill = g.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(1)
     if pads is None or fill is None or a.get("mode", "constant") != "constant" or np.any(fill != 0) or a.get("value", 0):
         return None
@@ -920,6 +921,8 @@ def _pad_into_conv(g: Graph, node: Any) -> Optional[int]:
         return None
     host = g.nodes[users[0]]
     own = list(attrs(host).get("pads", [0, 0, 0, 0]))
+    if len(own) != 4:  # not a 2-D layer's padding: left as it is
+        return None
     total = [own[0] + pads[2], own[1] + pads[3], own[2] + pads[6], own[3] + pads[7]]
     if host.op_type == "Conv":
         w = g.consts.get(host.input[1]) if len(host.input) > 1 else None

@@ -26,6 +26,7 @@ from edge.lazy import require
 Dims = Tuple[Union[int, str], ...]
 
 CAP_BYTES = 64 << 20  # the largest tensor folding may materialise
+TOTAL_CAP_BYTES = 256 << 20  # and all of them together
 _VALUE_HINT_ELEMENTS = 4096  # constant inputs up to this size are handed to per-node inference as values
 # Random or stateful: TensorRT does not fold these, and their values are not those of the run.
 _NO_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
@@ -75,6 +76,7 @@ class _Pass:
         self.onnx = require("onnx", "reading ONNX models")
         self.model = model
         self.cap = cap_bytes
+        self.held = 0  # bytes of the values folded so far
         self.opset = [o for o in model.opset_import]
         self.out = Folded(values=dict(values), dtypes=dict(dtypes))
         self._global_inference()
@@ -142,19 +144,27 @@ class _Pass:
         inputs = [n for n in node.input if n]
         if not inputs or not all(n in self.out.values for n in inputs):
             return False
-        self._infer(node)  # output shapes from metadata first: the cap is checked before anything is computed
+        # Output sizes from the input values and shapes first, the cap checked before anything is computed. Shapes the
+        # file declares are set aside for this: a ConstantOfShape of 10 GiB declared as [1] was evaluated.
+        declared = {o: self.out.shapes.pop(o) for o in node.output if o in self.out.shapes}
+        self._infer(node)
         sizes = []
         for o in node.output:
             dims = self.shape(o)
             if o and not static(dims):
+                self.out.shapes.update({k: v for k, v in declared.items() if not static(self.shape(k))})
                 return False  # an unknown output size could be anything: never evaluate blind
             sizes.append(nbytes(dims, self.out.dtypes.get(o, 1)) if o else 0)
         if sum(sizes) > self.cap:
             self._note_cap(node, sum(sizes))
             return False
+        if self.held + sum(sizes) > TOTAL_CAP_BYTES:  # many folds under the cap each still add up
+            self._note_cap(node, sum(sizes), total=True)
+            return False
         results = self._evaluate(node)
         if results is None:
             return False
+        self.held += sum(sizes)
         for name, value in zip(node.output, results):
             if name:
                 self._set(name, np.asarray(value))
@@ -205,10 +215,11 @@ class _Pass:
         except Exception:  # object arrays (strings): keep what inference said
             pass
 
-    def _note_cap(self, node: Any, size: int) -> None:
+    def _note_cap(self, node: Any, size: int, total: bool = False) -> None:
+        cap = f"cap {self.cap / 2**20:.0f} MiB" if not total else f"{TOTAL_CAP_BYTES / 2**20:.0f} MiB for all folded values"
         self.out.notes.append(
             f"'{node.name or node.output[0]}' ({node.op_type}) not folded: its output would take {size / 2**20:.0f} MiB "
-            f"(cap {self.cap / 2**20:.0f} MiB); its shape is still known"
+            f"({cap}); its shape is still known"
         )
 
     # -- per-node inference ----------------------------------------------------------------------------------

@@ -44,7 +44,65 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     damaged = _non_text(model.graph)
     if damaged:
         raise EdgeError(f"{path}: {damaged} is not UTF-8 text; the file is damaged (re-export or copy it again)")
+    broken = off_spec(model)
+    if broken:
+        raise EdgeError(f"{path}: {broken}; the file does not follow the ONNX spec (re-export it)")
     return model
+
+
+def off_spec(model: Any) -> Optional[str]:
+    """The first node of the standard domain that breaks its op's schema at the model's opset (how many inputs and
+    outputs, an attribute of the wrong type, a Conv group below 1), or None. Every analysis indexes inputs and
+    reads attributes by the spec; a hand-made or damaged node used to end as IndexError or ValueError in them."""
+    defs = require("onnx").defs
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset <= 0:
+        return None
+    schemas: Dict[str, Any] = {}
+    for i, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type not in schemas:
+            try:
+                schemas[node.op_type] = defs.get_schema(node.op_type, opset, "")
+            except Exception:  # onnx's SchemaError: an op this opset does not have is reported as unknown later
+                schemas[node.op_type] = None
+        schema = schemas[node.op_type]
+        if schema is None:
+            continue
+        where = f"node {i} {short(node.name, 60)} ({node.op_type})" if node.name else f"node {i} ({node.op_type})"
+        given = len(node.input)
+        if not schema.min_input <= given <= schema.max_input:
+            return f"{where} has {given} inputs, the spec {_range(schema.min_input, schema.max_input)}"
+        if not schema.min_output <= len(node.output) <= schema.max_output:
+            return f"{where} has {len(node.output)} outputs, the spec {_range(schema.min_output, schema.max_output)}"
+        for a in node.attribute:
+            spec = schema.attributes.get(a.name)
+            if spec is not None and a.type != int(spec.type):
+                return f"attribute {short(a.name, 40)} of {where} is {_ATTR_TYPES.get(a.type, a.type)}, the spec says {_ATTR_TYPES.get(int(spec.type), spec.type)}"
+        if node.op_type in ("Conv", "ConvTranspose"):
+            group = next((a.i for a in node.attribute if a.name == "group"), 1)
+            if group < 1:
+                return f"{where} has group {group}; it must be 1 or more"
+    return None
+
+
+_ATTR_TYPES = {
+    1: "a float",
+    2: "an integer",
+    3: "a string",
+    4: "a tensor",
+    5: "a graph",
+    6: "floats",
+    7: "integers",
+    8: "strings",
+}
+
+
+def _range(low: int, high: int) -> str:
+    if low == high:
+        return f"says {low}"
+    return f"allows {low} or more" if high > 1 << 20 else f"allows {low} to {high}"
 
 
 def _non_text(g: Any) -> Optional[str]:
@@ -63,6 +121,20 @@ def _non_text(g: Any) -> Optional[str]:
     return None
 
 
+MAX_DIM = (1 << 31) - 1
+
+
+def parse_shapes(texts: List[str], input_names: List[str]) -> Dict[str, Tuple[int, ...]]:
+    """Every ``--shape``, each input at most once."""
+    shapes: Dict[str, Tuple[int, ...]] = {}
+    for text in texts:
+        name, dims = parse_shape(text, input_names)
+        if name in shapes:
+            raise EdgeError(f"--shape {text}: input '{name}' is already given a shape; give each input one --shape")
+        shapes[name] = dims
+    return shapes
+
+
 def parse_shape(text: str, input_names: List[str]) -> Tuple[str, Tuple[int, ...]]:
     """``NAME=1x3x640x640`` (or just ``1x3x640x640`` when the model has one input) -> (name, dims)."""
     name, sep, dims_text = text.rpartition("=")
@@ -70,12 +142,15 @@ def parse_shape(text: str, input_names: List[str]) -> Tuple[str, Tuple[int, ...]
         if len(input_names) != 1:
             raise EdgeError(f"--shape {text}: the model has inputs {', '.join(input_names)}; write NAME=DIMS")
         name = input_names[0]
-    try:
-        dims = tuple(int(d) for d in dims_text.lower().split("x"))
-    except ValueError:
-        raise EdgeError(f"--shape {text}: dimensions must look like 1x3x640x640") from None
-    if not dims or any(d <= 0 for d in dims):
+    parts = dims_text.lower().split("x")
+    # ASCII digits only: int() would also take "1_0", "+1", " 1" and other scripts' digits
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise EdgeError(f"--shape {text}: dimensions must look like 1x3x640x640")
+    dims = tuple(int(d) for d in parts)
+    if any(d <= 0 for d in dims):
         raise EdgeError(f"--shape {text}: every dimension must be a positive integer")
+    if any(d > MAX_DIM for d in dims):
+        raise EdgeError(f"--shape {text}: a dimension is over {MAX_DIM} (2^31 - 1)")
     if name not in input_names:
         raise EdgeError(f"--shape {text}: no input named '{name}'; inputs are: {', '.join(input_names)}")
     return name, dims
@@ -95,7 +170,12 @@ def _dims(value_info: Any) -> Optional[Dims]:
     t = value_info.type.tensor_type
     if not t.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
+    return tuple(d.dim_value if d.HasField("dim_value") else _text(d.dim_param or "?") for d in t.shape.dim)
+
+
+def _text(value: Any) -> str:
+    """A name as text: protobuf hands over a non-UTF-8 one as bytes, which would then break formatting and JSON."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def model_inputs(model: Any) -> List[Any]:
