@@ -336,6 +336,8 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Ma
         if str(value).endswith(("/", os.sep)):
             raise EdgeError(f"{flag} {value}: ends in '/', a folder; give a file name (for example {path / 'out'})")
         _check_name_length(flag, path)
+        if path.is_symlink():  # the rename that makes the file atomic would replace the link, not write through it
+            raise EdgeError(f"{flag} {path}: is a symbolic link; give the path it points to, or another name")
         if path.is_dir():
             raise EdgeError(f"{flag} {path}: is a directory; give a file name (for example {path / 'out'})")
         if not folder.is_dir():

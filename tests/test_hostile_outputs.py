@@ -359,3 +359,24 @@ def test_an_empty_output_or_a_folder_spelled_with_a_slash_is_refused(work: Path,
     assert_refused(o, flag, parser=command_parser(command))
     assert not (work / "newfolder").exists()
     assert_unchanged(before, o)
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+@pytest.mark.parametrize("case, command, argv, flag", OUTPUTS, ids=[c[0] for c in OUTPUTS])
+def test_an_output_that_is_a_symbolic_link_is_refused_and_both_ends_kept(work: Path, case, command, argv, flag, dangling) -> None:
+    """An attack on edge dla: `--json link` replaced the link with a file and left its target as it was; run as root
+    with `--json /dev/stdout` and stdout in a file, that was the system's /dev/stdout link."""
+    if flag == "telemetry.dir":
+        return
+    target = work / "real" / "out.bin"
+    target.parent.mkdir()
+    if not dangling:
+        target.write_text("previous")
+    out = work / "link"
+    for name in ("link", "link.avi"):  # the video flag appends .avi
+        (work / name).symlink_to(target)
+    o, before = _outputs_case(work, command, argv, out)
+    line = assert_refused(o, flag, parser=command_parser(command))
+    assert "symbolic link" in line, o
+    assert (work / "link").is_symlink() and os.readlink(work / "link") == str(target)
+    assert target.read_text() == "previous" if not dangling else not target.exists()
