@@ -8,6 +8,7 @@ details", never a traceback unless asked for. Every line is redacted (no passwor
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -70,6 +71,9 @@ def setup_logging(prog: str, level: Optional[str] = None) -> None:
     root.setLevel((level or "info").upper())
 
 
+_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
 def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a command's ``main`` and turn every way it can end into an exit status and at most one line."""
     from edge.redact import redact
@@ -102,6 +106,10 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
         say("error: out of memory; the input is larger than this machine can hold (see --help for size limits)")
         return 1
     except Exception as exc:  # a bug: say so in one line; the traceback only when asked for
+        if isinstance(exc, OSError) and exc.errno in _FULL:
+            # Every file edge writes turns these into its own error; what is left is printing, to a full disk.
+            say(f"error: cannot write the output ({exc.strerror}); free some space or raise the file-size limit")
+            return 2
         if debug:
             sys.stderr.write(redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
         say(

@@ -223,6 +223,21 @@ def test_calib_keeps_the_previous_cache_and_sidecar_when_only_the_qdq_model_cann
     assert not temps(tmp_path) and not temps(out)
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_printed_to_a_full_disk_is_one_line_not_a_bug(tmp_path: Path) -> None:
+    """An attack on edge dla: stdout onto /dev/full (or past ulimit -f) said "unexpected OSError ... a bug in edge"."""
+    import subprocess
+
+    model = onnx_conv(tmp_path / "tiny.onnx")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*entry("edge"), "dla", str(model), "--target", "orin"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No space left on device" in lines[0] and "bug" not in lines[0], proc.stderr
+
+
 def test_dla_outputs_on_a_full_disk_keep_the_previous_files(tmp_path: Path) -> None:
     model = onnx_conv(tmp_path / "tiny.onnx")
     with tmpfs(tmp_path / "disk", size="1m") as disk:
