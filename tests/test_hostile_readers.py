@@ -571,6 +571,91 @@ def test_a_model_input_of_100000_pixels_a_side_is_refused_before_a_frame_is_made
     assert_refused(o, "16384")
 
 
+def _jpeg_claiming(width: int, height: int) -> bytes:
+    """A JPEG header whose start-of-frame states ``width`` x ``height`` (no image data: never meant to decode)."""
+    sof = b"\xff\xc0\x00\x11\x08" + height.to_bytes(2, "big") + width.to_bytes(2, "big") + b"\x03" + b"\x01\x22\x00" * 3
+    return b"\xff\xd8" + b"\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + sof + b"\xff\xd9"
+
+
+@pytest.mark.parametrize(
+    "name, data, problem",
+    [
+        ("z.bmp", b"\x00" * 500, "not a BMP"),
+        ("h.bmp", b"BM" + bytes(16) + (30000).to_bytes(4, "little") * 2 + bytes(30), "30000x30000"),
+        ("h.pgm", b"P5\n# made by hand\n100000 100000\n255\n" + bytes(10), "100000x100000"),
+        ("h.jpg", _jpeg_claiming(9000, 9000), "9000x9000"),
+        ("t.tif", b"not a tiff at all", "not a TIFF"),
+        ("w.webp", b"RIFF\x00\x00\x00\x00WEBX", "not a WebP"),
+    ],
+)
+def test_calibration_images_whose_header_is_wrong_or_too_large_are_dropped_before_the_pass(
+    tmp_path: Path, name: str, data: bytes, problem: str
+) -> None:
+    """An attack on edge calib: such files passed the header check (PNG and JPEG only) and stopped the statistics
+    pass when it reached them. Their headers now say what they are and how large."""
+    from edge.runtime.sources import image_problem
+
+    folder = images(tmp_path / "imgs", count=3)
+    (folder / name).write_bytes(data)
+    assert problem in (image_problem(folder / name) or "")
+    o = call(
+        ["calib", onnx_conv(tmp_path / "tiny.onnx"), "--images", folder, "--cache", tmp_path / "c.cache"], address_space=2 * GiB
+    )
+    assert_clean(o, codes=(0,))
+    assert "1 of 4 files skipped" in o.err and problem in o.err
+
+
+def test_a_labelled_image_that_cannot_be_read_is_refused_before_the_pass(tmp_path: Path) -> None:
+    """An attack on edge calib: --eval folders were not checked at all, so a bad file stopped the run after the whole
+    statistics pass. Skipping it would change the score, so it is refused, named, before the work."""
+    model = onnx_conv(tmp_path / "tiny.onnx")
+    labelled = tmp_path / "eval"
+    images(labelled / "a", count=2)
+    images(labelled / "b", count=2)
+    (labelled / "a" / "broken.png").write_text("hi")
+    o = call(["calib", model, "--images", images(tmp_path / "imgs"), "--cache", tmp_path / "c.cache", "--eval", labelled])
+    assert_refused(o, "--eval", "broken.png")
+    assert "statistics" not in o.err and not (tmp_path / "c.cache").exists()
+
+
+def test_an_eval_folder_of_one_class_without_labels_is_refused(tmp_path: Path) -> None:
+    """An attack on edge calib: it was scored as class 0 (FP32 top-1 0.00 %), exit 0."""
+    labelled = tmp_path / "eval"
+    images(labelled / "only", count=2)
+    o = call(
+        [
+            "calib",
+            onnx_conv(tmp_path / "tiny.onnx"),
+            "--images",
+            images(tmp_path / "imgs"),
+            "--cache",
+            tmp_path / "c.cache",
+            "--eval",
+            labelled,
+        ]
+    )
+    assert_refused(o, "--eval", "task.labels")
+
+
+def test_agreement_image_errors_name_their_flag(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    o = call(
+        [
+            "calib",
+            onnx_conv(tmp_path / "tiny.onnx"),
+            "--images",
+            images(tmp_path / "imgs"),
+            "--cache",
+            tmp_path / "c.cache",
+            "--agreement-images",
+            empty,
+        ]
+    )
+    line = assert_refused(o, "--agreement-images")
+    assert "calibration images" not in line
+
+
 # -- edge calib: checked before the statistics pass ------------------------------------------------------------------
 
 

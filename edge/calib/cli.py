@@ -299,7 +299,9 @@ def main(args: argparse.Namespace) -> int:
         raise EdgeError(f"--agreement-outputs {unknown[0]}: the model's outputs are {', '.join(graph.outputs)}")
     labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)
-    check_images = calib_datasets.image_folder(args.agreement_images, spec) if args.agreement_images else images
+    check_images = (
+        calib_datasets.image_folder(args.agreement_images, spec, what="--agreement-images") if args.agreement_images else images
+    )
     t_load = time.perf_counter() - t0
     _say(
         f"{path.name}: {len(activations)} activation tensors, {len(constants)} constant tensors; {images.count} images from {images.name}"

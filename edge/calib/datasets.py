@@ -55,26 +55,26 @@ class ImageSet:
         return ImageSet(f"{self.name} (first {n})", self.spec, self.frame, n, labels, self.scores)
 
 
-def find_images(folder: str | Path, max_images: Optional[int] = None) -> List[Path]:
-    """Calibration images in a folder, sub-folders included, sorted by path, at most ``max_images``."""
+def find_images(folder: str | Path, max_images: Optional[int] = None, what: str = "calibration images") -> List[Path]:
+    """Images in a folder, sub-folders included, sorted by path, at most ``max_images``; ``what`` names the folder
+    in messages (the flag that gave it)."""
     root = Path(folder)
     if not root.is_dir():
-        raise EdgeError(f"calibration images '{root}': not a folder; pass a folder of images (jpg, png, ...)")
+        raise EdgeError(f"{what} '{root}': not a folder; pass a folder of images (jpg, png, ...)")
     files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTS and p.is_file())
     if not files:
-        raise EdgeError(f"calibration images '{root}': no images found (looked for {', '.join(sorted(IMAGE_EXTS))})")
+        raise EdgeError(f"{what} '{root}': no images found (looked for {', '.join(sorted(IMAGE_EXTS))})")
     # Files that cannot be images are dropped now, by their bytes, not in the middle of a long pass.
     problems = {p: image_problem(p) for p in files}
     good = [p for p in files if problems[p] is None]
     if not good:
         first = files[0]
-        raise EdgeError(
-            f"calibration images '{root}': none of its {len(files)} files is a readable image ({first.name}: {problems[first]})"
-        )
+        raise EdgeError(f"{what} '{root}': none of its {len(files)} files is a readable image ({first.name}: {problems[first]})")
     if len(good) < len(files):
         bad = next(p for p in files if problems[p] is not None)
         log.warning(
-            "calibration images '%s': %d of %d files skipped (%s: %s)",
+            "%s '%s': %d of %d files skipped (%s: %s)",
+            what,
             root,
             len(files) - len(good),
             len(files),
@@ -84,17 +84,19 @@ def find_images(folder: str | Path, max_images: Optional[int] = None) -> List[Pa
     return good[:max_images] if max_images else good
 
 
-def image_folder(folder: str | Path, spec: PreprocessSpec, max_images: Optional[int] = None) -> ImageSet:
+def image_folder(
+    folder: str | Path, spec: PreprocessSpec, max_images: Optional[int] = None, what: str = "calibration images"
+) -> ImageSet:
     """The images of a folder (see ``find_images``), each read with OpenCV when it is needed."""
 
     root = Path(folder)
-    files = find_images(root, max_images)
+    files = find_images(root, max_images, what)
 
     def frame(i: int) -> np.ndarray:
         img = read_image(files[i])
         if img is None:
             raise EdgeError(
-                f"calibration image '{files[i]}' cannot be decoded (damaged, or over {MAX_IMAGE_PIXELS // 1_000_000} "
+                f"{what}: image '{files[i]}' cannot be decoded (damaged, or over {MAX_IMAGE_PIXELS // 1_000_000} "
                 "megapixels); remove it or convert it to PNG/JPEG"
             )
         return img
@@ -124,6 +126,11 @@ def labelled_folder(
         )
     if not classes:
         raise EdgeError(f"{origin} {root}: no class sub-folders; the layout is {root}/<class>/<image>.jpg")
+    if len(classes) == 1 and not labels:
+        raise EdgeError(
+            f"{origin} {root}: one class folder ({short(classes[0], 60)}) and no task.labels to say which output it is; "
+            "add the other classes' folders or set task.labels"
+        )
     names = list(labels) if labels else classes
     index = {}
     for k, name in enumerate(names):
@@ -142,6 +149,11 @@ def labelled_folder(
         ids += [index[name]] * len(found)
     if not files:
         raise EdgeError(f"{origin} {root}: no images in its class folders (looked for {', '.join(sorted(IMAGE_EXTS))})")
+    # A labelled image that cannot be read would change the score if skipped: refused now, before the long work.
+    for path in files:
+        problem = image_problem(path)
+        if problem is not None:
+            raise EdgeError(f"{origin} {root}: {path.relative_to(root)} is not a readable image ({problem}); remove or fix it")
 
     def frame(i: int) -> np.ndarray:
         img = read_image(files[i])

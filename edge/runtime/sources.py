@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -281,15 +282,16 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def image_problem(path: Any) -> Optional[str]:
-    """Why a file cannot be an image edge decodes, from its first and last bytes alone; None when it may be one.
+    """Why a file cannot be an image edge decodes, from its header and last bytes alone; None when it may be one.
 
-    A JPEG without its end marker would decode with libjpeg printing "Premature end of JPEG file" on stderr; a PNG
-    states its size in its header, so one past the pixel cap is refused before anything is allocated.
+    A JPEG without its end marker would decode with libjpeg printing "Premature end of JPEG file" on stderr; every
+    format whose header states the size (PNG, JPEG, BMP, PGM/PPM) is refused past the pixel cap before anything is
+    allocated; BMP, PNM, TIFF and WebP must start with their signature. A damaged body is only found by decoding.
     """
     p = str(path)
     try:
         with open(p, "rb") as f:
-            head = f.read(32)
+            head = f.read(_HEAD_BYTES)
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - 64))
@@ -299,14 +301,50 @@ def image_problem(path: Any) -> Optional[str]:
     if size == 0:
         return "an empty file"
     ext = os.path.splitext(p)[1].lower()
-    if ext in (".jpg", ".jpeg") and (not head.startswith(b"\xff\xd8") or b"\xff\xd9" not in tail):
-        return "not a whole JPEG (truncated or damaged)"
-    if ext == ".png":
+    dims: Optional[Tuple[int, int]] = None
+    if ext in (".jpg", ".jpeg"):
+        if not head.startswith(b"\xff\xd8") or b"\xff\xd9" not in tail:
+            return "not a whole JPEG (truncated or damaged)"
+        dims = _jpeg_size(head)
+    elif ext == ".png":
         if not head.startswith(_PNG) or len(head) < 24:
             return "not a PNG"
-        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-        if width * height > MAX_IMAGE_PIXELS:
-            return f"{width}x{height} pixels, over the {MAX_IMAGE_PIXELS // 1_000_000}-megapixel cap"
+        dims = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    elif ext == ".bmp":
+        if not head.startswith(b"BM") or len(head) < 26:
+            return "not a BMP"
+        dims = abs(int.from_bytes(head[18:22], "little", signed=True)), abs(int.from_bytes(head[22:26], "little", signed=True))
+    elif ext in (".pgm", ".ppm"):
+        fields = re.sub(rb"#[^\n]*", b" ", head[:1024]).split()
+        if len(fields) < 3 or fields[0] not in (b"P2", b"P3", b"P5", b"P6") or not (fields[1].isdigit() and fields[2].isdigit()):
+            return "not a PGM/PPM"
+        dims = int(fields[1]), int(fields[2])
+    elif ext in (".tif", ".tiff") and head[:4] not in (b"II*\x00", b"MM\x00*"):
+        return "not a TIFF"
+    elif ext == ".webp" and not (head.startswith(b"RIFF") and head[8:12] == b"WEBP"):
+        return "not a WebP"
+    if dims is not None and dims[0] * dims[1] > MAX_IMAGE_PIXELS:
+        return f"{dims[0]}x{dims[1]} pixels, over the {MAX_IMAGE_PIXELS // 1_000_000}-megapixel cap"
+    return None
+
+
+_HEAD_BYTES = 1 << 16  # a JPEG's size sits after its EXIF and ICC blocks, usually well inside this
+
+
+def _jpeg_size(data: bytes) -> Optional[Tuple[int, int]]:
+    """(width, height) from a JPEG's start-of-frame marker, or None when it is not within ``data``."""
+    at = 2
+    while at + 9 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(data[at + 5 : at + 7], "big")
+        at += 2 + length
     return None
 
 
