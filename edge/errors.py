@@ -11,9 +11,10 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import sys
 import traceback
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -71,6 +72,24 @@ def setup_logging(prog: str, level: Optional[str] = None) -> None:
     root.setLevel((level or "info").upper())
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt: every temp file is discarded on the way
+    out (the default action killed the process and left them for the next run to clean up)."""
+
+
+def _raise_on_sigterm() -> Optional[Any]:
+    """Install the SIGTERM handler; returns the one it replaced (None off the main thread, where none can be set).
+    edge run installs its own, which drains the pipeline first."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
+
+
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -86,6 +105,7 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
         except (OSError, ValueError):
             pass  # stderr is gone too
 
+    previous = _raise_on_sigterm()
     try:
         return fn(args)
     except EdgeError as exc:
@@ -94,6 +114,9 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
     except KeyboardInterrupt:
         say("interrupted")
         return 130
+    except Terminated:
+        say("terminated")
+        return 143
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly as cat does, and keep Python from complaining at exit.
         try:
@@ -116,3 +139,6 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
             f"error: unexpected {type(exc).__name__}: {exc} (a bug in edge; run with --log-level debug for details and report it)"
         )
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -20,8 +20,10 @@ import errno
 import json
 import os
 import re
+import signal
 import stat
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -101,6 +103,34 @@ def _write_error(path: Path, exc: OSError) -> EdgeError:
     return EdgeError(f"cannot write {path}: {reason}; the previous file, if any, is unchanged")
 
 
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while a commit runs and act on them once it is done: an interrupt between a journal
+    and its renames left the journal and the temps for the next run (found by delivering SIGTERM at each rename).
+    A commit is a few renames and fsyncs, so the wait is short. Off the main thread signals cannot be held, and the
+    main thread receives them anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: List[Tuple[int, Any]] = []
+    saved = {sig: signal.signal(sig, lambda signum, frame: pending.append((signum, frame))) for sig in _HELD}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if pending:
+            signum, frame = pending[0]
+            handler = saved[signum]
+            if callable(handler):
+                handler(signum, frame)  # raises KeyboardInterrupt, edge's Terminated, or edge run's drain
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
 class Staged:
     """A temp file beside ``path`` that becomes ``path`` on ``commit()``; ``discard()`` removes it.
 
@@ -148,13 +178,14 @@ class Staged:
             raise _write_error(self.path, exc) from None
 
     def commit(self) -> Path:
-        try:
-            self.finish()
-            os.replace(self.tmp, self.path)
-        except BaseException:
-            self.discard()
-            raise
-        _fsync_dir(self.path.parent)
+        with uninterrupted():
+            try:
+                self.finish()
+                os.replace(self.tmp, self.path)
+            except BaseException:
+                self.discard()
+                raise
+            _fsync_dir(self.path.parent)
         return self.path
 
     def discard(self) -> None:
@@ -266,15 +297,16 @@ def commit_together(staged: Sequence[Staged]) -> List[Path]:
     folder = first.parent
     if any(s.path.parent != folder for s in staged):
         raise ValueError("files committed together must share a folder")
-    try:
-        for s in staged:
-            s.finish()
-        write_atomic(_journal(first), json.dumps([[s.tmp.name, s.path.name] for s in staged]))
-    except BaseException:
-        for s in staged:
-            s.discard()
-        raise
-    settle(first)
+    with uninterrupted():
+        try:
+            for s in staged:
+                s.finish()
+            write_atomic(_journal(first), json.dumps([[s.tmp.name, s.path.name] for s in staged]))
+        except BaseException:
+            for s in staged:
+                s.discard()
+            raise
+        settle(first)
     return [s.path for s in staged]
 
 

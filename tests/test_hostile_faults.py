@@ -272,6 +272,42 @@ def _renames(argv: List[str], **kw: object) -> int:
     return count
 
 
+def test_sigterm_at_each_rename_of_the_outputs_leaves_whole_files_and_no_temp(tmp_path: Path) -> None:
+    """An attack on edge calib: SIGTERM while a temp existed left `.c.PID.*.partial.cache` (its default action killed
+    the process). SIGTERM is now raised in the main thread like Ctrl-C. strace delivers it as each rename(2) of the
+    commit starts: the run ends 143 with one line, each file is the earlier one or a whole new one, no temp is left."""
+    require_or_skip(have("strace"), "strace is not installed (apt-get install -y strace)")
+    model = onnx_conv(tmp_path / "tiny.onnx")
+    imgs = images(tmp_path / "imgs")
+    args = ["calib", str(model), "--images", str(imgs), "--cache", str(tmp_path / "c.cache"), "--qdq", str(tmp_path / "q.onnx")]
+    assert edge(*args, "--method", "minmax").code == 0
+    outputs = (tmp_path / "c.cache", tmp_path / "c.cache.json", tmp_path / "q.onnx")
+    n = _renames([*entry("edge"), *args])
+    for k in range(1, n + 1):
+        before = snapshot(*outputs)
+        calls = "rename,renameat,renameat2"
+        o = run(
+            [
+                "strace",
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                f"-etrace={calls}",
+                f"-einject={calls}:signal=TERM:when={k}",
+                *entry("edge"),
+                *args,
+            ]
+        )
+        assert o.code == 143 and o.err.strip().splitlines()[-1] == "edge calib: terminated", o
+        assert not temps(tmp_path), (k, temps(tmp_path))
+        for path in outputs:
+            assert path.read_bytes() == before[path] or path.stat().st_size > 0, (k, path)
+        from edge.calib.cache import CalibrationCache
+
+        CalibrationCache.from_bytes((tmp_path / "c.cache").read_bytes())
+
+
 def _check_run_outputs(folder: Path, before: Dict[Path, Optional[bytes]], frames: int) -> None:
     """Each output is the earlier run's bytes or a complete file of this run (never a mix inside one file)."""
     for path, old in before.items():
