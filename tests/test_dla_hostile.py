@@ -516,3 +516,16 @@ def test_flops_of_a_huge_declared_input_do_not_overflow(tmp_path, capsys):
     report = predict(str(path), "orin")
     # 2 * 4 * 3*3*3 multiply-adds per output value, 4 x (2^40 - 2)^2 values: the exact count, in Python integers
     assert report.flops == 2 * 27 * 4 * (2**40 - 2) ** 2, report.flops
+
+
+def test_a_chain_of_20000_nodes_is_bounded(tmp_path):
+    """An attack on edge dla: a 458 KB chain of 20,000 Relu took 76 s (each merge of the partition rebuilt the whole
+    group, and every node lookup copied the node list). Now a few seconds; the bound here is the child's timeout."""
+    n = 20_000
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}" if i < n - 1 else "y"]) for i in range(n)]
+    path = _save(tmp_path / "chain.onnx", nodes, [_X], [_Y])
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge", "dla", str(path), "--target", "orin"], capture_output=True, text=True, timeout=40
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"nodes on DLA: {n}/{n}" in proc.stdout and "DLA subgraphs: 1 " in proc.stdout, proc.stdout[-600:]

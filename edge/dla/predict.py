@@ -671,7 +671,11 @@ class _Partition:
             for p in ps:
                 self.succs[p].append(v)
         self.parent = {u: u for u in on_dla}
-        self.members = {u: [u] for u in on_dla}
+        # Per group: its members, its latest position and the nodes outside it that it feeds. Kept up to date on
+        # each merge, so a merge costs what the two groups border on, not their size (a 20k-node chain took 76 s).
+        self.members: Dict[int, Set[int]] = {u: {u} for u in on_dla}
+        self.last = {u: self.order[u] for u in on_dla}
+        self.frontier: Dict[int, Set[int]] = {u: set(self.succs[u]) for u in on_dla}
         for v in units:
             if v in on_dla:
                 for p in preds[v]:
@@ -688,15 +692,25 @@ class _Partition:
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
             return
-        inside = set(self.members[ra]) | set(self.members[rb])
-        if self._path_leaves_and_returns(inside):
-            return
-        self.parent[rb] = ra
-        self.members[ra] += self.members.pop(rb)
+        ma, mb = self.members[ra], self.members[rb]
 
-    def _path_leaves_and_returns(self, inside: Set[int]) -> bool:
-        last = max(self.order[u] for u in inside)
-        stack = [s for u in inside for s in self.succs[u] if s not in inside]
+        def inside(v: int) -> bool:
+            return v in ma or v in mb
+
+        start = [s for s in self.frontier[ra] | self.frontier[rb] if not inside(s)]
+        last = max(self.last[ra], self.last[rb])
+        if self._path_leaves_and_returns(start, inside, last):
+            return
+        if len(ma) < len(mb):  # the smaller group joins the larger
+            ra, rb, ma, mb = rb, ra, mb, ma
+        self.parent[rb] = ra
+        ma |= self.members.pop(rb)
+        self.frontier[ra] = {s for s in self.frontier[ra] | self.frontier.pop(rb) if s not in ma}
+        self.last[ra] = last
+        del self.last[rb]
+
+    def _path_leaves_and_returns(self, start: List[int], inside: Callable[[int], bool], last: int) -> bool:
+        stack = list(start)
         seen: Set[int] = set()
         while stack:
             v = stack.pop()
@@ -704,7 +718,7 @@ class _Partition:
                 continue
             seen.add(v)
             for s in self.succs[v]:
-                if s in inside:
+                if inside(s):
                     return True
                 stack.append(s)
         return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -205,8 +205,8 @@ class Graph:
     consumers: Dict[str, List[int]] = field(default_factory=dict)
 
     @property
-    def nodes(self) -> List[Any]:
-        return list(self.model.graph.node)
+    def nodes(self) -> Sequence[Any]:
+        return self.model.graph.node  # protobuf's own list: indexing it copies nothing
 
     @property
     def outputs(self) -> List[str]:
