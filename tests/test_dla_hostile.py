@@ -529,3 +529,25 @@ def test_a_chain_of_20000_nodes_is_bounded(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"nodes on DLA: {n}/{n}" in proc.stdout and "DLA subgraphs: 1 " in proc.stdout, proc.stdout[-600:]
+
+
+@pytest.mark.parametrize("case", ["constant", "shape"])
+def test_fix_refuses_to_run_a_model_whose_tensors_cannot_fit(tmp_path, case):
+    """An attack on edge dla: --fix checks its rewrite by running the model, and ran a 10 GiB constant (11.1 GB, three
+    stderr lines) and a --shape of 100000 pixels a side (out of memory). Now one line before running, in a 2 GiB child."""
+    if case == "constant":
+        path = _save(
+            tmp_path / "m.onnx",
+            [helper.make_node("ConstantOfShape", ["s"], ["y"], value=_ONE)],
+            [],
+            [_Y],
+            [_c("s", np.array([1, 3, 30000, 30000], np.int64))],
+        )
+        flags = []
+    else:
+        path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3, "H", "W"])], [_Y])
+        flags = ["--shape", "x=1x3x100000x100000"]
+    proc, _ = _peak_child(["dla", str(path), "--target", "orin", *flags, "--fix", str(tmp_path / "f.onnx")])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "GiB" in lines[0] and "--fix" in lines[0], proc.stderr
+    assert not (tmp_path / "f.onnx").exists()

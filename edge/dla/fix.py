@@ -18,7 +18,8 @@ import numpy as np
 from edge.dla.predict import Report, predict
 from edge.dla.rules import Limits, limits_for
 from edge.errors import EdgeError
-from edge.graph.model import attrs, load_model, model_inputs, pin_inputs, prepare
+from edge.graph.fold import nbytes
+from edge.graph.model import attrs, is_static, load_model, model_inputs, pin_inputs, prepare
 from edge.lazy import require
 
 RTOL, ATOL = 1e-3, 1e-4  # float rounding differs (x/6 vs x*(1/6), summation order); anything more is a bug
@@ -277,8 +278,23 @@ def fix(
         raise EdgeError(f"--fix produced an invalid model ({_first_line(exc)}); please report this with the model") from None
     result = FixResult(current, steps, report=now)
     if verify:
+        _check_verifiable(prepare(current))
         result.max_abs_diff = verify_same_outputs(original, current, {n: tuple(d) for n, d in now.inputs.items()})
     return result
+
+
+VERIFY_CAP_BYTES = 8 << 30  # all tensors of the model at once: far above ONNX Runtime's real peak
+
+
+def _check_verifiable(g: Any) -> None:
+    """The rewrite is checked by running the model: refuse before that when its tensors could not fit (a model
+    declaring a 10 GiB constant, or a --shape of 100000 pixels a side, ran out of memory in ONNX Runtime)."""
+    total = sum(nbytes(d, g.dtypes.get(n, 1)) for n, d in g.shapes.items() if is_static(d))
+    if total > VERIFY_CAP_BYTES:
+        raise EdgeError(
+            f"--fix: checking the rewrite runs the model, and its tensors at these shapes add up to {total / 2**30:.0f} "
+            f"GiB (at most {VERIFY_CAP_BYTES >> 30} GiB); pass a smaller --shape"
+        )
 
 
 def _pin_outputs(model: Any) -> None:
