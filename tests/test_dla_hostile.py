@@ -551,3 +551,17 @@ def test_fix_refuses_to_run_a_model_whose_tensors_cannot_fit(tmp_path, case):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "GiB" in lines[0] and "--fix" in lines[0], proc.stderr
     assert not (tmp_path / "f.onnx").exists()
+
+
+def test_external_weights_larger_than_the_process_may_hold_are_one_line(tmp_path):
+    """An attack on edge dla: a 115-byte model naming a 4 GiB sparse file (no disk blocks) as its weights took 8.4 GB,
+    or under `ulimit -v` crashed inside protobuf with no message (rc 139). Their declared size is now compared with
+    what the process may take (here a 2 GiB address-space limit) before anything is loaded."""
+    tensor = onnx.TensorProto(name="big", data_type=TensorProto.FLOAT, dims=[2**30], data_location=TensorProto.EXTERNAL)
+    tensor.external_data.add(key="location", value="weights.bin")
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_X], [_Y], [tensor])
+    with open(tmp_path / "weights.bin", "wb") as f:
+        f.truncate(4 << 30)
+    proc, _ = _peak_child(["dla", str(path), "--target", "orin"])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "external weights take 4.0 GiB" in lines[0], proc.stderr

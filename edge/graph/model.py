@@ -8,6 +8,7 @@ can treat them as weights instead of layers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,7 +37,18 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     if not path.is_file():
         raise EdgeError(f"not a file: {path}")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+        external = _external_bytes(model)
+        if external:
+            free = _available_memory()
+            if free is not None and 3 * external > free:  # loaded, copied to numpy and folded: about 3x (measured)
+                raise EdgeError(
+                    f"{path}: its external weights take {external / 2**30:.1f} GiB, about {3 * external / 2**30:.0f} "
+                    f"GiB once loaded, and this process may use {free / 2**30:.1f} GiB; run it on a larger machine"
+                )
+            onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except EdgeError:
+        raise
     except Exception as exc:  # protobuf raises DecodeError, onnx raises others on external data
         raise EdgeError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.graph.node:
@@ -48,6 +60,37 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     if broken:
         raise EdgeError(f"{path}: {broken}; the file does not follow the ONNX spec (re-export it)")
     return model
+
+
+def _external_bytes(model: Any) -> int:
+    """Bytes the initialisers kept in external files will take once loaded (their declared shapes, not the files'
+    sizes: a sparse file of 4 GiB occupies no disk and loaded into 8 GB)."""
+    onnx = require("onnx")
+    total = 0
+    for t in model.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            total += math.prod(t.dims) * max(1, onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize)
+    return total
+
+
+def _available_memory() -> Optional[int]:
+    """The memory this process may still take, in bytes: MemAvailable (/proc/meminfo) or its address-space limit
+    (ulimit -v, under which loading past it crashed inside protobuf with no message), whichever is lower."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            limits += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(limits) if limits else None
 
 
 def off_spec(model: Any) -> Optional[str]:
