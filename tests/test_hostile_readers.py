@@ -637,6 +637,22 @@ def test_an_eval_folder_of_one_class_without_labels_is_refused(tmp_path: Path) -
     assert_refused(o, "--eval", "task.labels")
 
 
+def test_a_named_set_of_another_size_names_dataset_not_a_shape_flag_never_given(tmp_path: Path) -> None:
+    """An attack on edge calib: `--dataset opencv_digits` on a 32x32 model blamed `--shape x=1x3x48x96`."""
+    o = call(
+        [
+            "calib",
+            onnx_conv(tmp_path / "tiny.onnx", shape=(1, 3, 32, 32)),
+            "--dataset",
+            "opencv_digits[:5]",
+            "--cache",
+            tmp_path / "c.cache",
+        ]
+    )
+    line = assert_refused(o, "--dataset", "--images")
+    assert "--shape" not in line
+
+
 def test_agreement_image_errors_name_their_flag(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
