@@ -605,15 +605,29 @@ def test_calibration_images_whose_header_is_wrong_or_too_large_are_dropped_befor
     assert "1 of 4 files skipped" in o.err and problem in o.err
 
 
+def _calib_tiny(tmp_path: Path, *extra: object):
+    """edge calib on the tiny Conv model and four images, writing c.cache, with ``extra`` flags (in a forked child)."""
+    return call(
+        [
+            "calib",
+            onnx_conv(tmp_path / "tiny.onnx"),
+            "--images",
+            images(tmp_path / "imgs"),
+            "--cache",
+            tmp_path / "c.cache",
+            *extra,
+        ]
+    )
+
+
 def test_a_labelled_image_that_cannot_be_read_is_refused_before_the_pass(tmp_path: Path) -> None:
     """An attack on edge calib: --eval folders were not checked at all, so a bad file stopped the run after the whole
     statistics pass. Skipping it would change the score, so it is refused, named, before the work."""
-    model = onnx_conv(tmp_path / "tiny.onnx")
     labelled = tmp_path / "eval"
     images(labelled / "a", count=2)
     images(labelled / "b", count=2)
     (labelled / "a" / "broken.png").write_text("hi")
-    o = call(["calib", model, "--images", images(tmp_path / "imgs"), "--cache", tmp_path / "c.cache", "--eval", labelled])
+    o = _calib_tiny(tmp_path, "--eval", labelled)
     assert_refused(o, "--eval", "broken.png")
     assert "statistics" not in o.err and not (tmp_path / "c.cache").exists()
 
@@ -622,18 +636,7 @@ def test_an_eval_folder_of_one_class_without_labels_is_refused(tmp_path: Path) -
     """An attack on edge calib: it was scored as class 0 (FP32 top-1 0.00 %), exit 0."""
     labelled = tmp_path / "eval"
     images(labelled / "only", count=2)
-    o = call(
-        [
-            "calib",
-            onnx_conv(tmp_path / "tiny.onnx"),
-            "--images",
-            images(tmp_path / "imgs"),
-            "--cache",
-            tmp_path / "c.cache",
-            "--eval",
-            labelled,
-        ]
-    )
+    o = _calib_tiny(tmp_path, "--eval", labelled)
     assert_refused(o, "--eval", "task.labels")
 
 
@@ -656,18 +659,7 @@ def test_a_named_set_of_another_size_names_dataset_not_a_shape_flag_never_given(
 def test_agreement_image_errors_name_their_flag(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    o = call(
-        [
-            "calib",
-            onnx_conv(tmp_path / "tiny.onnx"),
-            "--images",
-            images(tmp_path / "imgs"),
-            "--cache",
-            tmp_path / "c.cache",
-            "--agreement-images",
-            empty,
-        ]
-    )
+    o = _calib_tiny(tmp_path, "--agreement-images", empty)
     line = assert_refused(o, "--agreement-images")
     assert "calibration images" not in line
 
