@@ -36,9 +36,9 @@ SAMPLE_ABOVE = 1 << 16
 SMALL = 8192  # values in a run below which tensors are counted together (add_small)
 SAMPLE_STRIDE = 3
 _FLOAT_TYPES = (1, 10, 11)  # ONNX TensorProto FLOAT, FLOAT16, DOUBLE
-# Weight inputs that TensorRT's parser takes as layer weights, not as tensors: (op, input indices).
 # Ops whose output holds exactly the values of their first input, rearranged: the same histogram and maximum.
 _SAME_VALUES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"})
+# Weight inputs that TensorRT's parser takes as layer weights, not as tensors: (op, input indices).
 _WEIGHT_SLOTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "InstanceNormalization": (1, 2)}
 
 
@@ -197,20 +197,20 @@ def session_bytes(model: Any) -> int:
     return 4 * model.ByteSize()
 
 
-def plan(sizes: Dict[Any, int], budget_bytes: int, max_batch: int, session_bytes: int = 0) -> Tuple[int, List[List[Any]]]:
+def plan(sizes: Dict[Any, int], budget_bytes: int, max_batch: int, per_session: int = 0) -> Tuple[int, List[List[Any]]]:
     """(batch size, tensor groups) so one run's exposed outputs stay under the budget.
 
     Prefer one group and the largest batch that fits; only when a single image's tensors exceed the budget are they
     split into groups, each run separately (the model is then evaluated once per group). Each group is an ONNX
-    Runtime session of its own, costing ``session_bytes``: a budget far below one image's tensors (``--memory-mb 1``
+    Runtime session of its own, costing ``per_session`` bytes: a budget far below one image's tensors (``--memory-mb 1``
     made a hundred sessions and 5.8 GB) is raised to where more groups would cost more in sessions than they save.
     """
     total = sum(sizes.values())
     if total <= budget_bytes:
         return max(1, min(max_batch, budget_bytes // max(total, 1))), [list(sizes)]
-    # g groups hold about g * session_bytes + 2 * total / g (two runs alive): least at total / g = sqrt(total * s / 2).
-    budget_bytes = max(budget_bytes, int(math.sqrt(total * session_bytes / 2)))
-    groups: List[List[str]] = [[]]
+    # g groups hold about g * per_session + 2 * total / g (two runs alive): least at total / g = sqrt(total * s / 2).
+    budget_bytes = max(budget_bytes, int(math.sqrt(total * per_session / 2)))
+    groups: List[List[Any]] = [[]]
     used = 0
     for name, size in sizes.items():
         if groups[-1] and used + size > budget_bytes:
