@@ -565,3 +565,19 @@ def test_external_weights_larger_than_the_process_may_hold_are_one_line(tmp_path
     proc, _ = _peak_child(["dla", str(path), "--target", "orin"])
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "external weights take 4.0 GiB" in lines[0], proc.stderr
+
+
+def test_escape_sequences_in_node_names_reach_the_terminal_as_text(tmp_path, capsys):
+    """An attack on edge dla: a node named with ESC[2J (clear screen) and ESC[31m went to stdout raw."""
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"], name="evil\x1b[2J\x1b[31mred\r")], [_X], [_Y])
+    status, out, err = run(capsys, str(path), "--target", "orin")
+    assert status == 0 and "\x1b" not in out and "\r" not in out
+    assert "evil\\x1b[2J\\x1b[31mred\\x0d" in out
+
+
+def test_an_attribute_name_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """An attack on edge dla: such a name reached --fix's make_node as bytes (TypeError, "a bug in edge")."""
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"], QQQQ=1)], [_X], [_Y])
+    path.write_bytes(path.read_bytes().replace(b"QQQQ", b"\xff\xfe\xc3\x28"))
+    status, out, err = run(capsys, str(path), "--target", "orin", "--fix", str(tmp_path / "f.onnx"))
+    assert status == 2 and "attribute name of node 0" in err and "unexpected" not in err, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -84,7 +85,11 @@ def render(report: Any) -> List[str]:
             + "; --json lists each rule's sources"
         )
     lines.append("prediction only: confirm with config.can_run_on_DLA() and the 'Layers Running on DLA' build log on the device")
-    return lines
+    return [_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line) for line in lines]
+
+
+# Names come from the file: an escape sequence in a node name would drive the terminal (clear it, recolour it).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -157,6 +157,9 @@ def _non_text(g: Any) -> Optional[str]:
         for value in (*node.input, *node.output):
             if isinstance(value, bytes):
                 return f"a tensor name of node {i} ({value[:40]!r})"
+        for a in node.attribute:
+            if isinstance(a.name, bytes):
+                return f"an attribute name of node {i} ({a.name[:40]!r})"
     for part in (g.input, g.output, g.initializer, g.value_info):
         for item in part:
             if isinstance(item.name, bytes):
