@@ -656,6 +656,35 @@ def test_a_named_set_of_another_size_names_dataset_not_a_shape_flag_never_given(
     assert "--shape" not in line
 
 
+def test_a_model_onnx_runtime_refuses_is_the_only_line(tmp_path: Path) -> None:
+    """An attack on edge calib: an op ONNX Runtime lacks was refused after the "N activation tensors" line (two lines
+    on stderr); that line now comes once ONNX Runtime has taken the model."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Frob", ["r"], ["y"], domain="com.example")]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(tmp_path / "custom.onnx"))
+    o = call(["calib", tmp_path / "custom.onnx", "--images", images(tmp_path / "imgs"), "--cache", tmp_path / "c.cache"])
+    assert_refused(o, "ONNX Runtime cannot load the model", "Frob")
+
+
+def test_images_a_fixed_batch_leaves_out_are_reported(tmp_path: Path) -> None:
+    """An attack on edge calib: a batch-4 model on 5 images used 4 and said nothing."""
+    model = onnx_conv(tmp_path / "b4.onnx", shape=(4, 3, 16, 16))
+    o = call(["calib", model, "--images", images(tmp_path / "imgs", count=6), "--cache", tmp_path / "c.cache"])
+    assert_clean(o, codes=(0,))
+    assert "batch is fixed at 4: the last 2 image(s) fill no batch and are left out" in o.err
+    o = call(["calib", model, "--images", images(tmp_path / "three", count=3), "--cache", tmp_path / "c.cache"])
+    assert_refused(o, "fixed batch of 4", before_work=False)
+
+
 def test_agreement_image_errors_name_their_flag(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -309,9 +309,16 @@ def main(args: argparse.Namespace) -> int:
         calib_datasets.image_folder(args.agreement_images, spec, what="--agreement-images") if args.agreement_images else images
     )
     t_load = time.perf_counter() - t0
-    _say(
-        f"{path.name}: {len(activations)} activation tensors, {len(constants)} constant tensors; {images.count} images from {images.name}"
-    )
+
+    def started() -> None:
+        _say(
+            f"{path.name}: {len(activations)} activation tensors, {len(constants)} constant tensors; {images.count} images from {images.name}"
+        )
+        fixed = calib_stats.fixed_batch(graph)
+        if fixed and images.count % fixed:
+            _say(
+                f"the model's batch is fixed at {fixed}: the last {images.count % fixed} image(s) fill no batch and are left out"
+            )
 
     t1 = time.perf_counter()
     last = [t1]
@@ -360,6 +367,7 @@ def main(args: argparse.Namespace) -> int:
         threads=threads,
         progress=progress,
         on_run=keep_outputs,
+        on_start=started,
     )
     t_stats = time.perf_counter() - t1
     if reference is not None:

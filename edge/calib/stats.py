@@ -413,13 +413,15 @@ def collect(
     threads: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
     on_run: Optional[Callable[[Dict[str, np.ndarray]], None]] = None,
+    on_start: Optional[Callable[[], None]] = None,
 ) -> Dict[str, TensorStats]:
     """Stream the images through the model and return the statistics of ``tensors`` (those that are float).
     ``on_run`` sees every run's outputs before they are counted (edge calib keeps the network outputs from it).
 
     Up to two runs' outputs are alive at once (one being counted, the next being computed or waiting), so each gets
     half of ``budget_bytes``.
-    ``progress(images done, batch size)`` is called after every batch.
+    ``progress(images done, batch size)`` is called after every batch, ``on_start()`` once ONNX Runtime has taken the
+    model (a model it refuses is then the only line a user sees).
     """
     copies = value_sources(graph, tensors)
     measured = [t for t in tensors if t not in copies]
@@ -430,6 +432,8 @@ def collect(
             raise EdgeError(f"the model's input has a fixed batch of {fixed} but only {images.count} images were given")
         batch = fixed
     tap = TensorTap(model, groups, threads)
+    if on_start is not None:
+        on_start()
     collector = Collector(measured)
 
     def runs() -> Iterator[Tuple[int, bool, Dict[str, np.ndarray]]]:
