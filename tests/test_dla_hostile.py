@@ -581,3 +581,27 @@ def test_an_attribute_name_that_is_not_utf8_is_one_line(tmp_path, capsys):
     path.write_bytes(path.read_bytes().replace(b"QQQQ", b"\xff\xfe\xc3\x28"))
     status, out, err = run(capsys, str(path), "--target", "orin", "--fix", str(tmp_path / "f.onnx"))
     assert status == 2 and "attribute name of node 0" in err and "unexpected" not in err, err
+
+
+def test_fix_stops_a_check_run_that_does_not_end(tmp_path, capsys, monkeypatch):
+    """An attack on edge dla: --fix's check ran a Loop of 10^12 trips (still running after 120 s). ONNX Runtime's
+    terminate flag now stops each run after VERIFY_SECONDS (1 s here): one line, nothing written."""
+    from edge.dla import fix
+
+    monkeypatch.setattr(fix, "VERIFY_SECONDS", 1.0)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["ci"], ["co"]), helper.make_node("Relu", ["vin"], ["vout"])],
+        "body",
+        [_vi("i", [], TensorProto.INT64), _vi("ci", [], TensorProto.BOOL), _vi("vin", [1, 3, 8, 8])],
+        [_vi("co", [], TensorProto.BOOL), _vi("vout", [1, 3, 8, 8])],
+    )
+    path = _save(
+        tmp_path / "loop.onnx",
+        [helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body)],
+        [_X],
+        [_Y],
+        [_c("M", np.array(10**12, np.int64)), _c("cond", np.array(True))],
+    )
+    status, out, err = run(capsys, str(path), "--target", "orin", "--fix", str(tmp_path / "f.onnx"))
+    assert status == 2 and "ran the model for 1 s and was stopped" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "f.onnx").exists()

@@ -9,6 +9,7 @@ reported with the prediction before and after it, and the result is checked with
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -284,6 +285,7 @@ def fix(
 
 
 VERIFY_CAP_BYTES = 8 << 30  # all tensors of the model at once: far above ONNX Runtime's real peak
+VERIFY_SECONDS = 60.0  # for each of the two runs of the check
 
 
 def _check_verifiable(g: Any) -> None:
@@ -334,15 +336,28 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
 
 
 def _run(ort: Any, model: Any, feeds: Dict[str, np.ndarray], options: Any) -> Dict[str, np.ndarray]:
+    run_options = ort.RunOptions()
+    run_options.log_severity_level = 3
+    # A Loop with a huge trip count would run for ever: ORT stops a run whose terminate flag is set from another thread.
+    timer = threading.Timer(VERIFY_SECONDS, lambda: setattr(run_options, "terminate", True))
+    timer.daemon = True
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
-        return dict(zip(names, session.run(names, feeds)))
+        timer.start()
+        return dict(zip(names, session.run(names, feeds, run_options)))
     except Exception as exc:  # ORT's own types: a plugin op it does not have, a graph it cannot run
+        if run_options.terminate:
+            raise EdgeError(
+                f"--fix: checking the rewrite ran the model for {VERIFY_SECONDS:.0f} s and was stopped (a Loop with a "
+                "huge trip count?); without that check nothing is written"
+            ) from None
         raise EdgeError(
             f"--fix: ONNX Runtime cannot run the model to check the rewrite ({_first_line(exc)}); "
             "without that check nothing is written"
         ) from None
+    finally:
+        timer.cancel()
 
 
 def _first_line(exc: BaseException) -> str:
