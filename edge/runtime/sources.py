@@ -288,6 +288,12 @@ def image_problem(path: Any) -> Optional[str]:
     format whose header states the size (PNG, JPEG, BMP, PGM/PPM) is refused past the pixel cap before anything is
     allocated; BMP, PNM, TIFF and WebP must start with their signature. A damaged body is only found by decoding.
     """
+    return _checked(path, whole=False)[1]
+
+
+def _checked(path: Any, whole: bool) -> Tuple[Optional[bytes], Optional[str]]:
+    """(the file's bytes when ``whole``, else None; why it cannot be an image, or None), from one open: a frame of
+    an image folder is read once, header check included."""
     p = str(path)
     try:
         with open(p, "rb") as f:
@@ -296,8 +302,16 @@ def image_problem(path: Any) -> Optional[str]:
             size = f.tell()
             f.seek(max(0, size - 64))
             tail = f.read()
+            problem = _problem(p, head, tail, size)
+            if problem is not None or not whole:  # the header first: a file past the pixel cap is never read
+                return None, problem
+            f.seek(0)
+            return f.read(), None
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return None, exc.strerror or str(exc)
+
+
+def _problem(p: str, head: bytes, tail: bytes, size: int) -> Optional[str]:
     if size == 0:
         return "an empty file"
     ext = os.path.splitext(p)[1].lower()
@@ -351,15 +365,12 @@ def _jpeg_size(data: bytes) -> Optional[Tuple[int, int]]:
 def read_image(path: Any) -> Optional[np.ndarray]:
     """A BGR image, or None for a file that is not one edge can decode: missing, damaged, or past the pixel cap.
     One reader for sources, calibration and the builder's calibrator."""
-    if image_problem(path) is not None:
+    data, problem = _checked(path, whole=True)  # read here, so the name never reaches OpenCV (see opencv_name)
+    if problem is not None or data is None:
         return None
     cv2 = _cv2()
     try:
-        data = np.fromfile(str(path), np.uint8)  # read here, so the name never reaches OpenCV (see opencv_name)
-    except OSError:
-        return None
-    try:
-        return cv2.imdecode(data, cv2.IMREAD_COLOR)
+        return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     except cv2.error:  # OpenCV 5 raises where 4.x returned None (e.g. past MAX_IMAGE_PIXELS)
         return None
 
