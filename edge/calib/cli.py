@@ -290,11 +290,11 @@ def main(args: argparse.Namespace) -> int:
     declared = inputs[0].type.tensor_type.shape.dim
     if declared and declared[0].HasField("dim_value") and declared[0].dim_value > 0:
         shape = (declared[0].dim_value, *shape[1:])
-    fixed = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in declared]
-    if args.dataset and len(fixed) == len(shape) and any(f is not None and f != s for f, s in zip(fixed, shape)):
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in declared]
+    if args.dataset and len(dims) == len(shape) and any(d is not None and d != s for d, s in zip(dims, shape)):
         raise EdgeError(
             f"--dataset {args.dataset}: that set makes inputs of {list(shape)}, and the model's input "
-            f"'{inputs[0].name}' is {[f if f is not None else '?' for f in fixed]}; calibrate with --images FOLDER"
+            f"'{inputs[0].name}' is {[d if d is not None else '?' for d in dims]}; calibrate with --images FOLDER"
         )
     graph = prepare(model, {inputs[0].name: shape})
     calib_stats.give_back_memory()  # shape inference's copies of the model: tens of MB the pass would otherwise keep
