@@ -363,6 +363,7 @@ BUILDERS: Dict[str, Callable] = {
     "tutorial_model_bn_avgpool": lambda: tutorial_model_bn("AveragePool"),
     "torch2_model_bn": lambda: tutorial_model_bn(torch2=True, opset=14),
     "torch2_model_gn": lambda: tutorial_model_gn(torch2=True, opset=17),
+    "torch2_model_gn_opset14": lambda: tutorial_model_gn(torch2=True, opset=14),
     "torchvision_resnet50": torchvision_resnet50,
     "dlasw_resnet50": dlasw_resnet50,
     "dlasw_resnet50_noqdq": dlasw_resnet50_noqdq,

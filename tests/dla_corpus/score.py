@@ -65,6 +65,8 @@ def table(scores: List[Score]) -> List[str]:
     for s in scores:
         c = s.case
         want = "n/a" if c["subgraphs"] is None else str(c["subgraphs"])
+        if c.get("count_from") == "timeline":
+            want += " (timeline)"
         mark = {True: "", False: " ✗", None: ""}[s.count_right]
         lines.append(
             f"| {c['id']} | {c['trt']} | {c['target']} | {c['precision']} | {c['kind']} | {want} / {s.subgraphs}{mark} "
