@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from edge.calib.datasets import ImageSet
-from edge.calib.fidelity import FidelityMeter, OutputFidelity, lowest
+from edge.calib.fidelity import FidelityMeter, OutputFidelity, Reference, lowest
 from edge.calib.stats import TensorTap, fixed_batch
 from edge.errors import EdgeError
 from edge.graph.model import Graph
@@ -78,9 +78,9 @@ class Checker:
         labelled: Optional[ImageSet] = None,
         threads: int = 0,
         budget_bytes: int = 256 << 20,
-        reference: Optional[Dict[str, np.ndarray]] = None,
+        reference: Optional[Reference] = None,
     ) -> None:
-        """``reference``: the FP32 outputs on ``images`` in image order, when the statistics pass kept them."""
+        """``reference``: the FP32 outputs on ``images``, when the statistics pass kept them."""
         self.graph, self.layout, self.images, self.labelled = graph, layout, images, labelled
         self.threads, self.budget_bytes = threads, budget_bytes
         self.outputs = [o.name for o in fp32.graph.output]
@@ -98,19 +98,20 @@ class Checker:
             self._fp32_session = session(self._fp32_model, self.threads, int8=False)
         return self._fp32_session
 
-    def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
-        """(inputs, FP32 outputs) batch by batch: from memory after the first pass when they fit."""
+    def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray], Optional[Dict[str, np.ndarray]]]]:
+        """(inputs, FP32 outputs, FP32 decisions or None) batch by batch: from memory after the first pass when they
+        fit."""
         stored = self._stored
         keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
         used = 0
         done = 0
         for k, inputs in enumerate(_batches(self.images, BATCH, self.fixed)):
             if self._seed is not None:
-                yield inputs, {o: v[done : done + len(inputs)] for o, v in self._seed.items()}
+                yield (inputs, *self._seed.batch(done, done + len(inputs)))
                 done += len(inputs)
                 continue
             if stored is not None:
-                yield inputs, stored[k]
+                yield inputs, stored[k], None
                 continue
             out = dict(zip(self.outputs, self.fp32.run(self.outputs, {self.fp32.get_inputs()[0].name: inputs})))
             if keep is not None:
@@ -119,7 +120,7 @@ class Checker:
                     keep.append(out)
                 else:
                     keep = None
-            yield inputs, out
+            yield inputs, out, None
         if self._seed is None and stored is None and keep is not None:
             self._stored = keep
 
@@ -128,8 +129,8 @@ class Checker:
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
         meter = FidelityMeter(self.graph, self.outputs, self.layout)
-        for inputs, ref in self._reference():
-            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))))
+        for inputs, ref, ref_decisions in self._reference():
+            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), ref_decisions)
         result = Measurement(meter.summary())
         if labelled and self.labelled is not None:
             result.labelled = top_k(sess, self.labelled, BATCH, self.fixed)

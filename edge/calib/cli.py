@@ -331,31 +331,12 @@ def main(args: argparse.Namespace) -> int:
                 f"statistics {done}/{images.count} images (batch {batch}), {done / (now - t1):.1f} images/s, peak RSS {_peak_rss_mb():.0f} MB"
             )
 
-    # When the check runs on the calibration images, their FP32 outputs come from this pass (while they fit). They
-    # are copied into one array per output, allocated once: small arrays kept between the pass's large short-lived
-    # ones would pin the heap and hold hundreds of MB.
-    reference: Optional[Dict[str, Any]] = {} if check_images is images else None
-    filled: Dict[str, int] = {}
-
-    def keep_outputs(outputs: Dict[str, Any]) -> None:
-        nonlocal reference
-        if reference is None:
-            return
-        import numpy as np
-
-        for name in graph.outputs:
-            value = outputs.get(name)
-            if value is None:
-                continue
-            if name not in reference:
-                if value.nbytes // len(value) * images.count > args.memory_mb << 20:
-                    reference = None
-                    return
-                reference[name] = np.empty((images.count, *value.shape[1:]), value.dtype)
-                filled[name] = 0
-            start = filled[name]
-            reference[name][start : start + len(value)] = value
-            filled[name] = start + len(value)
+    # When the check runs on the calibration images, their FP32 outputs come from this pass (while they fit).
+    reference = (
+        fidelity.Reference(fidelity.FidelityMeter(graph, graph.outputs, spec.layout), images.count, args.memory_mb << 20)
+        if check_images is images
+        else None
+    )
 
     threads = args.threads or max(1, calib_stats.cores() - 1)
     stats = calib_stats.collect(
@@ -366,13 +347,12 @@ def main(args: argparse.Namespace) -> int:
         budget_bytes=args.memory_mb << 20,
         threads=threads,
         progress=progress,
-        on_run=keep_outputs,
+        on_run=reference.add if reference is not None else None,
         on_start=started,
     )
     t_stats = time.perf_counter() - t1
-    if reference is not None:
-        done = min(filled.values(), default=0)  # a fixed-batch model leaves out the short last batch
-        reference = {name: value[:done] for name, value in reference.items()} if len(reference) == len(graph.outputs) else None
+    if reference is not None and not reference.complete():
+        reference = None
 
     amax: Dict[str, float] = {
         n: calib_methods.amax(args.method, s.hist, s.range, s.absmax, args.percentile) for n, s in stats.items()

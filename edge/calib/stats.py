@@ -412,11 +412,12 @@ def collect(
     max_batch: int = 32,
     threads: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
-    on_run: Optional[Callable[[Dict[str, np.ndarray]], None]] = None,
+    on_run: Optional[Callable[[Dict[str, np.ndarray], int], None]] = None,
     on_start: Optional[Callable[[], None]] = None,
 ) -> Dict[str, TensorStats]:
     """Stream the images through the model and return the statistics of ``tensors`` (those that are float).
-    ``on_run`` sees every run's outputs before they are counted (edge calib keeps the network outputs from it).
+    ``on_run(outputs, images)`` sees every run's outputs before they are counted (edge calib keeps the network
+    outputs from it).
 
     Up to two runs' outputs are alive at once (one being counted, the next being computed or waiting), so each gets
     half of ``budget_bytes``.
@@ -446,7 +447,7 @@ def collect(
     done = 0
     for count, last_group, outputs in prefetch(runs()):
         if on_run is not None:
-            on_run(outputs)
+            on_run(outputs, count)
         collector.update(outputs, count)
         del outputs  # before the next request frees this run's slot
         if last_group:
