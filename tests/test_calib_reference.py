@@ -5,6 +5,7 @@ check runs FP32 itself."""
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 from typing import Dict, List
@@ -165,3 +166,22 @@ def test_an_exact_copy_reads_as_exact_and_one_changed_image_as_its_own_noise():
     direct, kept, _ = _both(runs, [changed])
     assert kept.signal == pytest.approx(direct.signal, rel=1e-6)
     assert kept.noise == pytest.approx(direct.noise, rel=1e-2) and kept.noise > 0
+
+
+def test_edge_calib_reports_the_same_check_with_and_without_the_kept_reference(tmp_path, capsys):
+    """PP-OCRv5 rec on 12 real digits: with --memory-mb 1 nothing is kept and the check runs FP32 again; with the
+    default the statistics pass's outputs are kept. The sidecars must agree: same positions and agreement, SQNR
+    within the bound."""
+    pytest.importorskip("onnxruntime")
+    from edge import cli
+
+    sides = []
+    for extra in (["--memory-mb", "1"], []):
+        cache = tmp_path / f"c{len(sides)}.cache"
+        argv = ["calib", "asset://ppocrv5-rec", "--dataset", "opencv_digits[-12:]", "--cache", str(cache), *extra]
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        sides.append(json.loads((tmp_path / f"{cache.name}.json").read_text())["before"])
+    rerun, kept = sides
+    assert [o["positions"] for o in kept["outputs"]] == [o["positions"] for o in rerun["outputs"]]
+    assert kept["agreement"] == rerun["agreement"]
+    assert [o["sqnr_db"] for o in kept["outputs"]] == pytest.approx([o["sqnr_db"] for o in rerun["outputs"]], abs=0.05)
