@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from edge.calib.datasets import ImageSet
-from edge.calib.fidelity import FidelityMeter, OutputFidelity, Reference, lowest
+from edge.calib.fidelity import FidelityMeter, KeptRows, OutputFidelity, Reference, lowest
 from edge.calib.stats import TensorTap, fixed_batch
 from edge.errors import EdgeError
 from edge.graph.model import Graph
@@ -98,9 +98,9 @@ class Checker:
             self._fp32_session = session(self._fp32_model, self.threads, int8=False)
         return self._fp32_session
 
-    def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray], Optional[Dict[str, np.ndarray]]]]:
-        """(inputs, FP32 outputs, FP32 decisions or None) batch by batch: from memory after the first pass when they
-        fit."""
+    def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray], Optional[Dict[str, KeptRows]]]]:
+        """(inputs, FP32 outputs, what the statistics pass kept of them besides or None) batch by batch: from memory
+        after the first pass when they fit."""
         stored = self._stored
         keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
         used = 0
@@ -129,8 +129,8 @@ class Checker:
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
         meter = FidelityMeter(self.graph, self.outputs, self.layout)
-        for inputs, ref, ref_decisions in self._reference():
-            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), ref_decisions)
+        for inputs, ref, kept in self._reference():
+            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
         result = Measurement(meter.summary())
         if labelled and self.labelled is not None:
             result.labelled = top_k(sess, self.labelled, BATCH, self.fixed)

@@ -149,8 +149,8 @@ class Reference:
     """The FP32 outputs the statistics pass saw, kept for the check so that FP32 need not run again: every position's
     decision as FP32 made it, each image's summed square and digest, and the values (for the noise) in float16 where
     rounding them (and flushing magnitudes below 2^-14 to 0) costs under MAX_ROUNDING of their power, else as they
-    came. An image INT8 reproduces bit for bit adds no
-    noise. On a recogniser with an 18385-way output this halves the largest thing edge calib holds."""
+    came. An image INT8 reproduces bit for bit adds no noise. On a recogniser with an 18385-way output this halves
+    the largest thing edge calib holds."""
 
     # Rounding error power / signal power allowed for float16 (-66 dB; float16 alone rounds at about -70 dB). The
     # noise measured against rounded values is off by at most the rounding error's norm: an SQNR of s dB moves by
