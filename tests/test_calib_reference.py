@@ -173,15 +173,65 @@ def test_edge_calib_reports_the_same_check_with_and_without_the_kept_reference(t
     default the statistics pass's outputs are kept. The sidecars must agree: same positions and agreement, SQNR
     within the bound."""
     pytest.importorskip("onnxruntime")
+    _same_check_kept_or_not(["asset://ppocrv5-rec", "--dataset", "opencv_digits[-12:]"], tmp_path, capsys)
+
+
+def _same_check_kept_or_not(argv: List[str], tmp_path, capsys) -> None:
+    """edge calib twice: with --memory-mb 1 (nothing kept, the check runs FP32 again) and the default (kept); the
+    sidecars' check must agree: positions and agreement exactly, SQNR within the bound."""
     from edge import cli
 
     sides = []
     for extra in (["--memory-mb", "1"], []):
         cache = tmp_path / f"c{len(sides)}.cache"
-        argv = ["calib", "asset://ppocrv5-rec", "--dataset", "opencv_digits[-12:]", "--cache", str(cache), *extra]
-        assert cli.main(argv) == 0, capsys.readouterr().err
+        assert cli.main(["calib", *argv, "--cache", str(cache), *extra]) == 0, capsys.readouterr().err
         sides.append(json.loads((tmp_path / f"{cache.name}.json").read_text())["before"])
     rerun, kept = sides
     assert [o["positions"] for o in kept["outputs"]] == [o["positions"] for o in rerun["outputs"]]
     assert kept["agreement"] == rerun["agreement"]
     assert [o["sqnr_db"] for o in kept["outputs"]] == pytest.approx([o["sqnr_db"] for o in rerun["outputs"]], abs=0.05)
+
+
+def _odd_output_model(path, tail: str):
+    """Conv -> Relu -> GlobalAveragePool -> Flatten [N, 4], then an output edge calib must not mis-slice by image:
+    cast to double, flattened across the batch, or summed to a scalar."""
+    onnx = pytest.importorskip("onnx")
+    h, nh, T = onnx.helper, onnx.numpy_helper, onnx.TensorProto
+    tails = {
+        "double": ([h.make_node("Cast", ["f"], ["y"], to=T.DOUBLE)], T.DOUBLE, ["N", 4]),
+        "across-batch": ([h.make_node("Reshape", ["f", "minus1"], ["y"])], T.FLOAT, [None]),
+        "scalar": ([h.make_node("ReduceSum", ["f"], ["y"], keepdims=0)], T.FLOAT, []),
+    }
+    nodes, out_type, out_shape = tails[tail]
+    rng = np.random.default_rng(0)
+    graph = h.make_graph(
+        [
+            h.make_node("Conv", ["x", "w"], ["c"], "conv", pads=[1, 1, 1, 1]),
+            h.make_node("Relu", ["c"], ["r"], "relu"),
+            h.make_node("GlobalAveragePool", ["r"], ["g"], "gap"),
+            h.make_node("Flatten", ["g"], ["f"], "flat"),
+            *nodes,
+        ],
+        "odd",
+        [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 16, 16])],
+        [h.make_tensor_value_info("y", out_type, out_shape)],
+        [
+            nh.from_array(rng.normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32), "w"),
+            nh.from_array(np.array([-1], np.int64), "minus1"),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("tail", ["double", "across-batch", "scalar"])
+def test_odd_outputs_give_the_same_check_kept_or_run_again(tmp_path, capsys, tail):
+    cv2 = pytest.importorskip("cv2")
+    model = _odd_output_model(tmp_path / "m.onnx", tail)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    for k, pixels in enumerate(np.random.default_rng(1).integers(0, 256, (10, 16, 16, 3), np.uint8)):
+        cv2.imwrite(str(images / f"{k}.png"), pixels)
+    _same_check_kept_or_not([str(model), "--images", str(images), "--set", "input.size=[16, 16]"], tmp_path, capsys)
