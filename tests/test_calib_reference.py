@@ -235,3 +235,27 @@ def test_odd_outputs_give_the_same_check_kept_or_run_again(tmp_path, capsys, tai
     for k, pixels in enumerate(np.random.default_rng(1).integers(0, 256, (10, 16, 16, 3), np.uint8)):
         cv2.imwrite(str(images / f"{k}.png"), pixels)
     _same_check_kept_or_not([str(model), "--images", str(images), "--set", "input.size=[16, 16]"], tmp_path, capsys)
+
+
+def test_the_checks_own_first_fp32_pass_is_kept_and_reused():
+    """Without the statistics pass's outputs, the first measurement runs FP32 and keeps what it saw; the next one
+    runs only INT8 and measures the same."""
+    pytest.importorskip("onnxruntime")
+    from edge.assets import resolve
+    from edge.calib.check import Checker
+    from edge.calib.datasets import dataset
+    from edge.graph.model import load_model, model_inputs, prepare
+
+    model = load_model(resolve("ppocrv5-rec", quiet=True))
+    images = dataset("opencv_digits[-8:]")
+    graph = prepare(model, {model_inputs(model)[0].name: (1, 3, images.spec.height, images.spec.width)})
+    checker = Checker(model, graph, images.spec.layout, images, threads=1)
+    runs = []
+    fp32 = checker.fp32
+    checker._fp32_session = SimpleNamespace(run=lambda *a: runs.append(1) or fp32.run(*a), get_inputs=fp32.get_inputs)
+    first = checker.measure(model)  # the FP32 model as its own "INT8" candidate: an exact copy
+    assert runs and first.fidelity[0].sqnr_db == math.inf
+    count = len(runs)
+    second = checker.measure(model)
+    assert len(runs) == count, "FP32 ran again"
+    assert second.fidelity[0].sqnr_db == math.inf and second.agreement == first.agreement == 1.0

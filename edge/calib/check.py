@@ -87,8 +87,7 @@ class Checker:
         self.fixed = fixed_batch(graph)
         self._fp32_model = fp32
         self._fp32_session: Any = None
-        self._stored: Optional[List[Dict[str, np.ndarray]]] = None
-        self._seed = reference
+        self._kept = reference
         self.fp32_labelled = top_k(self.fp32, labelled, BATCH, self.fixed) if labelled is not None else None
 
     @property
@@ -99,36 +98,31 @@ class Checker:
         return self._fp32_session
 
     def _reference(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray], Optional[Dict[str, KeptRows]]]]:
-        """(inputs, FP32 outputs, what the statistics pass kept of them besides or None) batch by batch: from memory
-        after the first pass when they fit."""
-        stored = self._stored
-        keep: Optional[List[Dict[str, np.ndarray]]] = [] if stored is None else None
-        used = 0
+        """(inputs, FP32 outputs, what else is kept of them or None) batch by batch: from the kept reference (the
+        statistics pass's, or the first FP32 pass of this check's own when it fits in ``budget_bytes``), else from
+        FP32 run again."""
+        kept = self._kept
+        filling = None if kept is not None else Reference(self._meter(), self.images.count, self.budget_bytes)
         done = 0
-        for k, inputs in enumerate(_batches(self.images, BATCH, self.fixed)):
-            if self._seed is not None:
-                yield (inputs, *self._seed.batch(done, done + len(inputs)))
-                done += len(inputs)
-                continue
-            if stored is not None:
-                yield inputs, stored[k], None
-                continue
-            out = dict(zip(self.outputs, self.fp32.run(self.outputs, {self.fp32.get_inputs()[0].name: inputs})))
-            if keep is not None:
-                used += sum(v.nbytes for v in out.values())
-                if used <= self.budget_bytes:
-                    keep.append(out)
-                else:
-                    keep = None
-            yield inputs, out, None
-        if self._seed is None and stored is None and keep is not None:
-            self._stored = keep
+        for inputs in _batches(self.images, BATCH, self.fixed):
+            if kept is not None:
+                yield (inputs, *kept.batch(done, done + len(inputs)))
+            else:
+                out = dict(zip(self.outputs, self.fp32.run(self.outputs, {self.fp32.get_inputs()[0].name: inputs})))
+                filling.add(out, len(inputs))
+                yield inputs, out, None
+            done += len(inputs)
+        if filling is not None and filling.complete():
+            self._kept = filling
+
+    def _meter(self) -> FidelityMeter:
+        return FidelityMeter(self.graph, self.outputs, self.layout)
 
     def measure(self, int8: Any, labelled: bool = True) -> Measurement:
         """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set."""
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
-        meter = FidelityMeter(self.graph, self.outputs, self.layout)
+        meter = self._meter()
         for inputs, ref, kept in self._reference():
             meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
         result = Measurement(meter.summary())
