@@ -5,13 +5,16 @@ from setuptools import find_packages, setup
 version = {}
 exec(Path("edge/__init__.py").read_text(), version)
 
+# onnx imports ml_dtypes; 0.7.0 takes 0.6-0.9 s to import (numpy ufunc loops registered one by one), 0.6.0 6 ms,
+# paid by every edge dla / edge calib run (python -X importtime -c "import onnx").
+ONNX = ["onnx", "ml_dtypes<0.7"]
 # What the test suite imports beyond the runtime extras.
 FLEET = ["paho-mqtt>=2.0", "prometheus-client>=0.17"]  # MQTT results, Prometheus metrics
 TEST_REQUIRES = [
     *FLEET,
     "pytest",
     "hypothesis",
-    "onnx",
+    *ONNX,
     "matplotlib",
     "jetson-stats",
     "nvidia-ml-py",
@@ -35,7 +38,7 @@ setup(
         "test": TEST_REQUIRES,
         "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
         # The laptop tools: edge dla and edge calib read models with onnx and run them with ONNX Runtime.
-        "host": ["onnx", "onnxruntime", "opencv-python-headless"],
+        "host": [*ONNX, "onnxruntime", "opencv-python-headless"],
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
