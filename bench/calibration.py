@@ -54,6 +54,10 @@ ORIENTATION = {
 }
 TEXT_MAP = {"input": {"size": [320, 320], "color": "bgr", "scale": 1 / 127.5, "offset": -1.0}}
 FACE_SCORES = ["Identity:0", "Identity_1:0"]  # BlazeFace's two score outputs; the other two are box regressors
+FLOORS = {
+    "floor": "(start, imports, images, one FP32 run with the images' scaled tensors exposed; nothing counted or checked)",
+    "floor + check": "(the same, then one INT8-simulated run over the same images, as a check of the result needs)",
+}
 METHODS = [("mse", []), ("entropy", []), ("percentile 99.9", ["--percentile", "99.9"]), ("percentile 99.99", ["--percentile", "99.99"]), ("minmax", [])]  # fmt: skip
 
 
@@ -87,12 +91,14 @@ def _ort_child(method: str, count: int, out: str) -> None:
     )
 
 
-def _floor_child(count: int) -> None:
+def _floor_child(count: int, qdq: Optional[str]) -> None:
     """Runs in the child process: what any calibrator that measures activations in ONNX Runtime must do at least.
     Start, import, read the images, and run the model over them once with every tensor that needs a scale exposed,
-    as edge calib's statistics pass does (same sessions, all cores), counting and checking nothing."""
+    as edge calib's statistics pass does (same sessions, all cores), counting and checking nothing. With ``qdq`` (a
+    Q/DQ model), also what checking the result on the same images costs at least: one INT8-simulated pass over them,
+    as edge calib's check runs it."""
     from edge import assets
-    from edge.calib import stats
+    from edge.calib import check, stats
     from edge.calib.datasets import dataset
     from edge.graph.model import load_model, model_inputs, prepare
 
@@ -105,6 +111,11 @@ def _floor_child(count: int) -> None:
     for batch in images.batches(1):
         for outputs in tap.run(batch):
             del outputs
+    if qdq:
+        tap.sessions.clear()
+        sess = check.session(load_model(qdq), stats.cores(), int8=True)
+        for batch in images.batches(check.BATCH):
+            sess.run(None, {sess.get_inputs()[0].name: batch})
 
 
 def _timed(cmd: List[str]) -> Tuple[float, float, str]:
@@ -313,12 +324,12 @@ def speed(tmp: Path, quick: bool) -> List[str]:
         f"edge calib (budget search included) vs onnxruntime {ort_row[1]} at {n} images: "
         f"{ort_row[2] / edge_row[2]:.1f}x faster (target >= 20), {ort_row[3] / edge_row[3]:.1f}x less peak memory (target >= 20)"
     )
-    print(f"speed: the floor on {n} images ...", file=sys.stderr, flush=True)
-    floor, floor_rss, _ = _timed([sys.executable, str(Path(__file__).resolve()), "--floor-child", str(n)])
-    lines.append(
-        f"floor (start, imports, images, one FP32 run with the {n} images' scaled tensors exposed; nothing counted "
-        f"or checked): {floor:.1f} s, {floor_rss:.0f} MB; onnxruntime {ort_row[1]} / floor = {ort_row[2] / floor:.1f}x"
-    )
+    for label, extra in [("floor", []), ("floor + check", [str(edge_out)])]:
+        print(f"speed: the {label} on {n} images ...", file=sys.stderr, flush=True)
+        wall, peak, _ = _timed([sys.executable, str(Path(__file__).resolve()), "--floor-child", str(n), *extra])
+        lines.append(
+            f"{label} {FLOORS[label]}: {wall:.1f} s, {peak:.0f} MB; onnxruntime {ort_row[1]} / {label} = {ort_row[2] / wall:.1f}x"
+        )
     return lines
 
 
@@ -334,10 +345,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sets and ONNX Runtime MinMax (for the test suite)")
     parser.add_argument("--work", metavar="DIR", help="keep the generated image sets here (default: a temporary folder)")
     parser.add_argument("--ort-child", nargs=3, metavar=("METHOD", "N", "OUT"), help=argparse.SUPPRESS)
-    parser.add_argument("--floor-child", type=int, metavar="N", help=argparse.SUPPRESS)
+    parser.add_argument("--floor-child", nargs="+", metavar="N [QDQ]", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor_child:
-        _floor_child(args.floor_child)
+        _floor_child(int(args.floor_child[0]), args.floor_child[1] if len(args.floor_child) > 1 else None)
         return 0
     if args.ort_child:
         _ort_child(args.ort_child[0], int(args.ort_child[1]), args.ort_child[2])

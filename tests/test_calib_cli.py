@@ -215,6 +215,8 @@ def test_benchmark_script_quick_run_prints_the_tables(digits_model):
     rows = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert {"digits", "orientation", "faces", "text", "edge", "onnxruntime"} <= rows
     assert re.search(r"vs onnxruntime MinMax at 20 images: [\d.]+x faster", proc.stdout)
+    for floor in ("floor", "floor \\+ check"):  # the ceilings the speed ratio is read against
+        assert re.search(rf"^{floor} \(.*\): [\d.]+ s, \d+ MB; onnxruntime MinMax / {floor} = [\d.]+x$", proc.stdout, re.M)
 
 
 @pytest.mark.slow
