@@ -367,11 +367,11 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Ma
         folder = path.parent
         if str(value).endswith(("/", os.sep)):
             raise EdgeError(f"{flag} {value}: ends in '/', a folder; give a file name (for example {path / 'out'})")
-        _check_name_length(flag, path)
         if path.is_symlink():  # the rename that makes the file atomic would replace the link, not write through it
             raise EdgeError(f"{flag} {path}: is a symbolic link; give the path it points to, or another name")
-        if path.is_dir():
+        if path.is_dir():  # before the name's length: '.' has no name to put a temp beside
             raise EdgeError(f"{flag} {path}: is a directory; give a file name (for example {path / 'out'})")
+        _check_name_length(flag, path)
         if not folder.is_dir():
             raise EdgeError(f"{flag} {path}: folder {folder} does not exist; create it or choose another path")
         if not os.access(folder, os.W_OK | os.X_OK):

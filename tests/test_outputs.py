@@ -170,6 +170,15 @@ def test_bad_outputs_are_refused_before_the_work(tmp_path: Path, make, message):
         check_outputs(make(tmp_path))
 
 
+@pytest.mark.parametrize("spelling", [".", "..", "./", "sub/.", "sub/.."])
+def test_a_folder_spelled_with_dots_is_a_directory_not_an_internal_error(tmp_path: Path, monkeypatch, spelling: str):
+    """'.' has an empty name: measuring the temp beside it raised ValueError (an attack on the docs found it)."""
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub" if spelling.startswith(".") else tmp_path)
+    with pytest.raises(EdgeError, match="is a directory|ends in '/'"):
+        check_outputs({"--json": spelling})
+
+
 def test_an_input_is_never_an_output_in_any_spelling(tmp_path: Path):
     model = tmp_path / "models" / "m.onnx"
     model.parent.mkdir()
