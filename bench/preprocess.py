@@ -235,4 +235,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from edge.errors import guard
+
+    # Without pycuda or a GPU: the one line edge's commands print, not a traceback.
+    raise SystemExit(guard("bench/preprocess.py", lambda _: main(), argparse.Namespace()))
