@@ -226,6 +226,7 @@ def test_unreachable_target_fails_at_connect(sshd: SSHServer, tmp_path: Path) ->
         ({"--health-cmd": '"systemctl"'}, "expected a non-empty JSON list of strings"),
         ({"--root": "relative/dir"}, "--root 'relative/dir': expected an absolute path"),
         ({"config": "model:\n  engine: /opt/other.engine\n"}, "key 'model.engine' is '/opt/other.engine'"),
+        ({"config": "model:\n  asset: blazeface-back-256\n"}, "key 'model.engine' is not set; a deployed config runs"),
     ],
 )
 def test_bad_input_fails_with_exit_2_before_connecting(tmp_path: Path, change: dict, message: str) -> None:

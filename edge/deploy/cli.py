@@ -175,7 +175,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     named = _engine_name_in_config(args.config)
     if named != engine.name:
         raise EdgeError(
-            f"{args.config}: key 'model.engine' is {named!r}; a deployed config runs the engine stored beside it, so set model.engine: {engine.name}"
+            f"{args.config}: key 'model.engine' is {'not set' if named is None else repr(named)}; a deployed config runs "
+            f"the engine stored beside it, so set model.engine: {engine.name}"
         )
     sha256, size = device.expected_engine(manifest)
 
