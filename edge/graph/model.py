@@ -32,8 +32,8 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     if isinstance(source, onnx.ModelProto):
         return source
     path = Path(source)
-    if not path.exists():
-        raise EdgeError(f"model file not found: {path}")
+    if not path.exists():  # named as given: pathlib turns asset://x into asset:/x
+        raise EdgeError(f"model file not found: {source}")
     if not path.is_file():
         raise EdgeError(f"not a file: {path}")
     try:
