@@ -132,6 +132,12 @@ def test_an_image_folder_through_the_runtime_preprocessing_gives_the_same_cache_
         (["--dataset", "mnist_9k"], "--dataset mnist_9k: expected NAME"),
         (["--dataset", "mnist_5k[-4:]", "--trt-version", "eight"], "--trt-version 'eight'"),
         (["--dataset", "mnist_5k[-4:]", "--keep-fp16", "no_such_node"], "--keep-fp16 no_such_node: no node"),
+        # the hint names layers the ranking lists, not the Constant nodes that come first in the file
+        (["--dataset", "mnist_5k[-4:]", "--keep-fp16", "no_such_node"], "(names look like: Conv.0, Conv.1, Conv.2)"),
+        (
+            ["--dataset", "mnist_5k[-4:]", "--keep-fp16", "node_of_batch_norm2d_0.b_0"],
+            "node_of_batch_norm2d_0.b_0: is a Constant node (weights), not a layer; name a layer such as Conv.0",
+        ),
         (["--images", "/nonexistent/folder", "--set", "input.size=[96, 48]"], "not a folder"),
     ],
 )

@@ -57,21 +57,25 @@ def weight_scales(weight: np.ndarray, axis: Optional[int]) -> np.ndarray:
 def match_nodes(graph: Graph, wanted: Iterable[str]) -> Tuple[Set[int], List[str]]:
     """Node indices for ``--keep-fp16`` names (node name, TensorRT layer name or an output tensor), and their layer
     names; an unknown name is an error that shows what names look like."""
+    nodes = graph.model.graph.node
     by_name: Dict[str, int] = {}
-    for idx, node in enumerate(graph.model.graph.node):
+    for idx, node in enumerate(nodes):
         for key in (node.name, layer_name(node), *node.output):
             if key:
                 by_name.setdefault(key, idx)
+    # What the ranking lists: the layers that take Q/DQ (a Constant node is weights, not a layer TensorRT runs).
+    layers = [n for n in nodes if n.op_type in QUANTIZED_INPUTS] or [n for n in nodes if n.op_type != "Constant"]
+    examples = ", ".join(layer_name(n) for n in layers[:3])
     found: Set[int] = set()
     for name in wanted:
         if name not in by_name:
-            examples = ", ".join(layer_name(n) for n in list(graph.model.graph.node)[:3])
             raise EdgeError(
                 f"--keep-fp16 {name}: no node has this name, layer name or output tensor (names look like: {examples}); "
                 "the accuracy report lists the layers by these names"
             )
+        if nodes[by_name[name]].op_type == "Constant":
+            raise EdgeError(f"--keep-fp16 {name}: is a Constant node (weights), not a layer; name a layer such as {examples}")
         found.add(by_name[name])
-    nodes = graph.model.graph.node
     return found, [layer_name(nodes[i]) for i in sorted(found)]
 
 
