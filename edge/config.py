@@ -246,13 +246,15 @@ def flag_errors(flags: dict[str, str] | None, values: dict[str, Any] | None) -> 
     try:
         yield
     except ConfigError as exc:
-        flag = (flags or {}).get(exc.key or "")
-        if flag is None or exc.key not in (values or {}):
+        # The key at fault, or the one a flag set below it (--set a.b=1 where 'a' is unknown).
+        key = next((k for k in (values or {}) if exc.key and (k == exc.key or k.startswith(exc.key + "."))), None)
+        flag = (flags or {}).get(key or "")
+        if flag is None or key is None:
             raise
-        value = (values or {})[exc.key]
+        value = (values or {})[key]
         quiet = isinstance(value, bool) or str(value) in (exc.detail or "")  # the detail shows the value already
         given = flag if quiet else f"{flag} {short(value, 80)}"
-        raise ConfigError(f"{given}: {exc.detail}", key=exc.key, detail=exc.detail) from None
+        raise ConfigError(f"{given}: {exc.detail}", key=key, detail=exc.detail) from None
 
 
 def load_dataclass(
@@ -365,7 +367,8 @@ def _build(cls: type, data: Any, origin: str, prefix: str) -> Any:
         key = unknown[0]
         close = difflib.get_close_matches(str(key), fields, n=1)
         hint = f"did you mean '{prefix}{close[0]}'?" if close else f"known keys here: {', '.join(fields)}"
-        raise ConfigError(f"{origin}: unknown key '{prefix}{key}'; {hint}")
+        detail = f"unknown key '{prefix}{key}'; {hint}"
+        raise ConfigError(f"{origin}: {detail}", key=f"{prefix}{key}", detail=detail)
     kwargs = {name: _convert(hints[name], data[name], origin, f"{prefix}{name}") for name in data}
     return cls(**kwargs)
 

@@ -72,3 +72,10 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path):
 def test_the_commented_example_lists_only_valid_keys():
     cfg = load_config(DEMO_CONFIG.with_name("camera.example.yaml"))
     assert cfg.source.uri == "/dev/video0" and cfg.source.reconnect.max_attempts == 0 and cfg.sinks.results.endswith(".jsonl")
+
+
+def test_an_unknown_key_in_the_file_is_the_file_s(tmp_path: Path):
+    config = tmp_path / "cam.yaml"
+    config.write_text("pipline:\n  frames: 3\n")
+    with pytest.raises(ConfigError, match=r"cam.yaml: unknown key 'pipline'; did you mean 'pipeline'"):
+        load_config(config, ["pipeline.frames=4"])

@@ -48,7 +48,9 @@ def test_help_is_instant_and_imports_nothing_heavy():
     "extra, message",
     [
         (["--model", "/nonexistent/model.onnx"], "--model: file not found: /nonexistent/model.onnx"),  # named by its flag
-        (["--set", "pipline.frames=3"], "unknown key 'pipline'; did you mean 'pipeline'"),
+        # named by the --set that brought it, not the config file (a docs walk found the file blamed)
+        (["--set", "pipline.frames=3"], "--set pipline.frames '3': unknown key 'pipline'; did you mean 'pipeline'"),
+        (["--set", "model.nosuch=1"], "--set model.nosuch '1': unknown key 'model.nosuch'; known keys here: path"),
         (["--source", "/nonexistent/clip.mp4"], "no such file or folder"),
         (
             ["--set", "source.uri=rtsp://127.0.0.1:9/none", "--set", "source.reconnect.max_attempts=1"],
