@@ -139,6 +139,7 @@ def test_an_image_folder_through_the_runtime_preprocessing_gives_the_same_cache_
             "node_of_batch_norm2d_0.b_0: is a Constant node (weights), not a layer; name a layer such as Conv.0",
         ),
         (["--images", "/nonexistent/folder", "--set", "input.size=[96, 48]"], "not a folder"),
+        (["--images", "/nonexistent/folder"], "not a folder"),  # before the dynamic input's missing input.size
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(digits_model, edge_calib, tmp_path, args, message):

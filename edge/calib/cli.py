@@ -492,10 +492,11 @@ def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:
     from edge.runtime.backends import TensorInfo
     from edge.runtime.model import preprocess_spec
 
+    files = calib_datasets.find_images(args.images, args.max_images)  # the folder's faults need no input size
     inp = model_inputs(model)[0]
     dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in inp.type.tensor_type.shape.dim)
     spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)))
-    return calib_datasets.image_folder(args.images, spec, args.max_images)
+    return calib_datasets.image_folder(args.images, spec, files=files)
 
 
 def _budget_text(budget: Any) -> str:

@@ -85,12 +85,16 @@ def find_images(folder: str | Path, max_images: Optional[int] = None, what: str 
 
 
 def image_folder(
-    folder: str | Path, spec: PreprocessSpec, max_images: Optional[int] = None, what: str = "calibration images"
+    folder: str | Path,
+    spec: PreprocessSpec,
+    max_images: Optional[int] = None,
+    what: str = "calibration images",
+    files: Optional[List[Path]] = None,
 ) -> ImageSet:
-    """The images of a folder (see ``find_images``), each read with OpenCV when it is needed."""
+    """The images of a folder (``files``, or ``find_images``), each read with OpenCV when it is needed."""
 
     root = Path(folder)
-    files = find_images(root, max_images, what)
+    files = files if files is not None else find_images(root, max_images, what)
 
     def frame(i: int) -> np.ndarray:
         img = read_image(files[i])
