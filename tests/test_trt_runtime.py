@@ -406,6 +406,24 @@ def test_check_verifies_an_engine_artefact_on_a_host_without_tensorrt(tmp_path):
     assert r.returncode == 2 and "key 'dla.core' should be a DLA core number" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.skipif(Path("/etc/nv_tegra_release").exists(), reason="on a Jetson --check loads the engine with TensorRT")
+def test_check_refuses_dla_for_a_gpu_only_artefact_as_the_device_would(tmp_path):
+    """`edge deploy` runs this check before it uploads: --dla on an engine built for the GPU must fail here too, with
+    the line docs/edge-run.md promises (a docs walk found it passed, ignoring --dla)."""
+    from tests.conftest import DEMO_CONFIG, run_cli
+
+    engine = make_engine(tmp_path, dla_core=None, compute_capability=None)  # as a TensorRT-RTX build records it
+    data = manifest_of(engine)
+    data["io"] = BLAZEFACE_IO
+    write_manifest(engine, data)
+    r = run_cli("--check", "--config", str(DEMO_CONFIG), "--engine", str(engine), "--dla", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "was built for the GPU only (manifest dla.core is null), so --dla 0 cannot put it on the DLA" in r.stderr
+    r = run_cli("--check", "--config", str(DEMO_CONFIG), "--engine", str(engine))
+    assert r.returncode == 0, r.stderr
+    assert "built for TensorRT 10.3.0.30, JetPack 6.1/6.2;" in r.stdout and "None" not in r.stdout
+
+
 def test_the_backend_checks_the_file_before_tensorrt_or_cuda(tmp_path, monkeypatch):
     """A tampered engine is named as such before `tensorrt` or `pycuda` is imported (neither exists here)."""
     from edge.runtime.backends.tensorrt import TensorRTBackend

@@ -82,21 +82,28 @@ def check_platform(engine: Path, manifest: Dict[str, Any], here: DeviceFacts) ->
         )
 
 
+def built_dla_core(engine: Path, manifest: Dict[str, Any], requested: Optional[int]) -> Optional[int]:
+    """The DLA core the manifest says the engine was built for (None: GPU only); a --dla asked of a GPU-only engine
+    is refused here, before any device is looked at (edge-run --check on a deploy host runs this too)."""
+    built = manifest["dla"].get("core")
+    if built is not None and built < 0:
+        built = None  # TensorRT's "no DLA" is -1
+    if built is None and requested is not None:
+        raise EdgeError(
+            f"engine '{engine}' was built for the GPU only (manifest dla.core is null), so --dla {requested} cannot "
+            f"put it on the DLA: drop --dla, or rebuild with edge-build --dla {requested}"
+        )
+    return built
+
+
 def choose_dla_core(engine: Path, manifest: Dict[str, Any], requested: Optional[int], here: DeviceFacts) -> Optional[int]:
     """The DLA core to load the engine on, or None for a GPU-only engine.
 
     ``requested`` is ``dla_core`` (--dla); without it a DLA engine runs on the core it was built for. A core this
     module does not have is refused: TensorRT would otherwise fail late or fall back to core 0 without a word.
     """
-    built = manifest["dla"].get("core")
-    if built is not None and built < 0:
-        built = None  # TensorRT's "no DLA" is -1
+    built = built_dla_core(engine, manifest, requested)
     if built is None:
-        if requested is not None:
-            raise EdgeError(
-                f"engine '{engine}' was built for the GPU only (manifest dla.core is null), so --dla {requested} cannot "
-                f"put it on the DLA: drop --dla, or rebuild with edge-build --dla {requested}"
-            )
         return None
     core = built if requested is None else requested
     if core >= here.dla_cores:

@@ -381,11 +381,12 @@ def _check_artefact(cfg: Any) -> int:
     import numpy as np
 
     from edge.runtime.backends import TensorInfo
-    from edge.runtime.engine_gate import verify_manifest
+    from edge.runtime.engine_gate import built_dla_core, verify_manifest
     from edge.runtime.model import engine_path
 
     path = engine_path(cfg)
     manifest = verify_manifest(path)
+    dla = built_dla_core(path, manifest, cfg.dla_core)
     io = manifest["io"]
     try:
         inputs = [TensorInfo(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in io if t["mode"] == "input"]
@@ -400,10 +401,11 @@ def _check_artefact(cfg: Any) -> int:
         spec = preprocess_spec(cfg, tensor)
         create_postprocessor(cfg, outputs, spec)
         tensors = f"; the config fits its tensors (input {tensor.name} {list(spec.input_shape)} {spec.dtype})"
-    dev, dla = manifest["device"], manifest["dla"].get("core")
-    built = f"TensorRT {manifest['tensorrt'].get('version')}, compute capability {dev.get('compute_capability')}"
+    dev = manifest["device"]
+    built = f"TensorRT {manifest['tensorrt'].get('version')}"
+    built += f", compute capability {dev['compute_capability']}" if dev.get("compute_capability") else ""
     built += f", JetPack {dev['jetpack']}" if dev.get("jetpack") else ""
-    built += f", DLA core {dla}" if dla is not None and dla >= 0 else ""
+    built += f", DLA core {dla}" if dla is not None else ""
     print(
         f"edge-run: check ok (artefact only): engine {path} matches its manifest ({manifest['engine'].get('size')} bytes, "
         f"sha256 {manifest['engine']['sha256'][:12]}…), built for {built}{tensors}; not deserialised: this machine has no "
