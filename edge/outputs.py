@@ -342,6 +342,8 @@ def _check_name_length(flag: str, path: Path) -> None:
         limit = os.pathconf(path.parent, "PC_NAME_MAX") if path.parent.is_dir() else 255
     except (OSError, ValueError):
         limit = 255
+    if not path.name:
+        return  # '.': a directory, which the caller refuses next
     prefix, suffix = _temp_parts(path)
     longest = max(len(os.fsencode(prefix + "x" * 8 + suffix)), len(os.fsencode(_journal(path).name)))
     if longest > limit:
@@ -367,11 +369,11 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Optional[Ma
         folder = path.parent
         if str(value).endswith(("/", os.sep)):
             raise EdgeError(f"{flag} {value}: ends in '/', a folder; give a file name (for example {path / 'out'})")
+        _check_name_length(flag, path)  # first: a name too long makes even stat() fail
         if path.is_symlink():  # the rename that makes the file atomic would replace the link, not write through it
             raise EdgeError(f"{flag} {path}: is a symbolic link; give the path it points to, or another name")
-        if path.is_dir():  # before the name's length: '.' has no name to put a temp beside
+        if path.is_dir():
             raise EdgeError(f"{flag} {path}: is a directory; give a file name (for example {path / 'out'})")
-        _check_name_length(flag, path)
         if not folder.is_dir():
             raise EdgeError(f"{flag} {path}: folder {folder} does not exist; create it or choose another path")
         if not os.access(folder, os.W_OK | os.X_OK):
