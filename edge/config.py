@@ -174,7 +174,7 @@ class FileConfig:
         """How to name a key in a message: the flag that set it, or the key in its file."""
         if key in self.flags:
             return self.flags[key]
-        return f"key '{key}'" + (f" in {self.config_file}" if self.config_file else "")
+        return (f"{self.config_file}: " if self.config_file else "") + f"key '{key}'"
 
     def settings(self) -> Dict[str, Any]:
         """The keys and values as plain data (for manifests and summaries), without the internal fields."""
@@ -216,9 +216,10 @@ def load_config(
     ``flags`` maps a key to the flag that set it ({"pipeline.duration_s": "--duration"}): an error about that key
     then names the flag, not the file.
     """
-    with flag_errors(*given_by_flags(flags, overrides, values)):
+    names, given = given_by_flags(flags, overrides, values)
+    with flag_errors(names, given):
         cfg, origin = load_dataclass(RunConfig, path, overrides, values)
-        cfg.flags = {k: f for k, f in (flags or {}).items() if k in (values or {})}
+        cfg.flags = {k: f for k, f in names.items() if k in given}  # --set KEY too: the key is not the file's
         _check(cfg, origin)
     return cfg
 
@@ -530,10 +531,9 @@ def _check(cfg: RunConfig, origin: str) -> None:
             "telemetry.interval_s" if tel.interval_s <= 0 else "telemetry.idle_baseline_s", "a positive number", tel.interval_s
         )
     if tel.backend == "replay" and not (tel.replay_path and cfg.resolve_path(tel.replay_path).is_file()):
+        got = f"{cfg.resolve_path(tel.replay_path)} does not exist" if tel.replay_path else "it is not set"
         raise key_error(
-            origin,
-            "telemetry.replay_path",
-            f"the replay backend needs an existing telemetry.jsonl or tegrastats log, got {tel.replay_path!r}",
+            origin, "telemetry.replay_path", f"the replay backend needs an existing telemetry.jsonl or tegrastats log; {got}"
         )
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)

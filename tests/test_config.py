@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from edge.config import load_config
-from edge.errors import ConfigError
+from edge.errors import ConfigError, EdgeError
 
 from .conftest import DEMO_CONFIG
 
@@ -79,3 +80,17 @@ def test_an_unknown_key_in_the_file_is_the_file_s(tmp_path: Path):
     config.write_text("pipline:\n  frames: 3\n")
     with pytest.raises(ConfigError, match=r"cam.yaml: unknown key 'pipline'; did you mean 'pipeline'"):
         load_config(config, ["pipeline.frames=4"])
+
+
+def test_a_key_of_the_file_is_named_file_first(tmp_path: Path):
+    """FILE: key 'a.b' VALUE: ... (the value used to run into the file's name: "key 'a.b' in FILE VALUE")."""
+    from edge.runtime.runner import check_run_outputs
+
+    config = tmp_path / "cam.yaml"
+    config.write_text(DEMO_CONFIG.read_text() + "sinks:\n  results: /nonexistent/r.jsonl\n")
+    with pytest.raises(
+        EdgeError,
+        match=rf"^{re.escape(str(config))}: key 'sinks.results' "
+        r"/nonexistent/r.jsonl: folder /nonexistent does not exist",
+    ):
+        check_run_outputs(load_config(config))
