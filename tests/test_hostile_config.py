@@ -478,6 +478,19 @@ def test_service_install_with_a_relative_model_path_resolves_or_refuses(work: Pa
     assert os.path.isabs(model) and Path(model).read_bytes() == (folder / "tiny.onnx").read_bytes(), installed.read_text()
 
 
+def test_service_install_with_a_relative_engine_says_where_the_service_will_look(tmp_path: Path) -> None:
+    """Not refused (the engine may be copied there later), but said: a docs walk installed `model.engine:
+    yolov8n.engine` and nothing told it the service would read /etc/edge/yolov8n.engine."""
+    cfg = tmp_path / "front.yaml"
+    cfg.write_text("model:\n  engine: yolov8n.engine\nsource:\n  uri: /dev/video0\n")
+    o = call(
+        ["service", "install", "front", "--config", cfg, "--root", tmp_path / "root", "--edge-run", "/bin/true", "--dry-run"]
+    )
+    assert o.code == 0, o
+    assert "key 'model.engine' is relative ('yolov8n.engine'); the service will read /etc/edge/yolov8n.engine" in o.err
+    assert str(tmp_path / "yolov8n.engine") in o.err and "Traceback" not in o.err
+
+
 def test_a_yaml_file_that_is_a_directory_or_a_fifo_is_one_line(tmp_path: Path) -> None:
     d = tmp_path / "dir.yaml"
     d.mkdir()

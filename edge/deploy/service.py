@@ -135,6 +135,15 @@ def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> None:
                 f"{config}: key '{key}' is relative ({short(value)}); the service reads the config from {dest_dir}, where "
                 f"it does not exist: use an absolute path such as {here}"
             )
+    engine = cfg.model.engine
+    if isinstance(engine, str) and engine and not os.path.isabs(engine) and not (dest_dir / engine).exists():
+        # Not refused: it may be copied there later. `edge deploy` links the config instead, and the engine beside it.
+        print(
+            f"edge service: note: {config}: key 'model.engine' is relative ({short(engine)}); the service will read "
+            f"{dest_dir / engine}, which is not there yet: copy the engine there, use an absolute path such as "
+            f"{(config.resolve().parent / engine).resolve()}, or install with `edge deploy`, which delivers it",
+            file=sys.stderr,
+        )
     for key in _OUTPUT_KEYS:
         section, _, name = key.partition(".")
         value = getattr(getattr(cfg, section), name)
