@@ -240,6 +240,35 @@ def test_bad_input_fails_with_exit_2_before_connecting(tmp_path: Path, change: d
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
+def test_dry_run_prints_the_plan_and_contacts_nothing(tmp_path: Path) -> None:
+    """--help promises the plan; a docs walk found only the "checks passed" line. 192.0.2.1 (TEST-NET) is never
+    reached: the run would hang on connect if it tried."""
+    engine = write_engine(tmp_path / "e", b"engine")
+    cmd = [
+        str(DEPLOY),
+        "nobody@192.0.2.1",
+        "--name",
+        "front",
+        "--engine",
+        str(engine),
+        "--config",
+        str(engine.parent / "front.yaml"),
+    ]
+    run = subprocess.run(
+        [*cmd, "--dry-run", "--bwlimit", "500"],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("edge deploy: checks passed: model.engine") and lines[1] == "plan (nothing contacted):"
+    assert [line.split()[0] for line in lines[2:]] == ["connect", "upload", "activate"]
+    assert "nobody@192.0.2.1 (device root /" in lines[2] and "model.engine, model.engine.json, front.yaml" in lines[3]
+    assert "at most 500 KiB/s" in lines[3] and "--name front --engine model.engine" in lines[4]
+
+
 def test_manifest_sha256_and_size_are_read_under_engine_or_at_top_level(tmp_path: Path) -> None:
     engine = tmp_path / "m.engine"
     engine.write_bytes(b"plan")

@@ -336,12 +336,28 @@ class Deploy:
         print(f"  {'total':<15} {time.monotonic() - started:6.2f}s")
 
 
+def plan_lines(plan: Plan) -> List[str]:
+    """What a run would do, step by step (--dry-run prints it; nothing is contacted)."""
+    files = plan.size + plan.manifest.stat().st_size + plan.config.stat().st_size
+    limit = f", at most {plan.bwlimit} KiB/s" if plan.bwlimit else ""
+    return [
+        "plan (nothing contacted):",
+        f"  connect   {shlex.join([*plan.ssh, plan.host])} (device root {plan.root}, {plan.remote_python})",
+        f"  upload    {plan.engine.name}, {plan.manifest.name}, {plan.config.name} ({files / 2**20:.1f} MiB) via "
+        f"{'rsync where both ends have it, else scp' if plan.transfer == 'auto' else plan.transfer}{limit} into a new "
+        "release folder",
+        f"  activate  on the device: verify, check, swap, restart, health ({shlex.join(plan.device_args)})",
+    ]
+
+
 def main(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     if args.dry_run:
         print(
             f"edge deploy: checks passed: {plan.engine.name} (sha256 {plan.sha256[:12]}…) and {plan.config.name} -> {plan.name} on {plan.host}"
         )
+        for line in plan_lines(plan):
+            print(line)
         return 0
     print(
         f"edge deploy: {plan.engine.name} (sha256 {plan.sha256[:12]}…, {plan.size / 2**20:.1f} MiB) -> {plan.name} on {plan.host}",
