@@ -127,6 +127,10 @@ def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_pa
     side = json.loads((tmp_path / "t.cache.json").read_text())
     assert side["before"]["agreement"] < 1.0 and side["after"]["agreement"] == 1.0 and side["budget"] == {"min_agreement": 1.0}
     assert {"conv1", "conv2"} <= set(side["layers"]) and f"kept in FP16 ({len(side['layers'])})" in out
+    # the list is printed once (the budget's line counts it), and the next step may still suggest the DLA
+    assert f"kept in FP16 for the budget: {len(side['layers'])} layer(s), listed below" in out
+    assert "conv1" not in next(line for line in out.splitlines() if line.startswith("kept in FP16 for the budget"))
+    assert "add --dla 0 to build for the DLA" in out and "no layer is left in INT8" not in out
     assert [o["output"] for o in side["after"]["outputs"]] == ["prob", "c2"] and side["after"]["outputs"][1][
         "positions"
     ] == 12 * 256
@@ -137,6 +141,13 @@ def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_pa
     assert next(n for n in model.graph.node if n.name == "fc").input[0].endswith("_dequantized")
 
 
+def test_a_header_the_dla_cannot_read_is_not_followed_by_a_dla_hint(tiny, tmp_path, capsys):
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--cache-algorithm", "MinMaxCalibration")
+    assert status == 0, err
+    assert "note: the DLA reads only EntropyCalibration2 caches" in out and "--dla 0" not in out
+    assert "(for the DLA, calibrate again with the default header)" in out
+
+
 def test_every_layer_kept_in_fp16_is_an_exact_copy_and_the_sidecar_stays_strict_json(tiny, tmp_path, capsys):
     status, out, err = run(capsys, *base(tiny, tmp_path), "--keep-fp16", "conv1", "conv2", "fc", "--min-agreement", "1.0")
     assert status == 0, err
@@ -144,6 +155,7 @@ def test_every_layer_kept_in_fp16_is_an_exact_copy_and_the_sidecar_stays_strict_
     assert "Infinity" not in (tmp_path / "t.cache.json").read_text()
     # No Q/DQ left: what differs is float rounding between ONNX Runtime's optimisation levels (or nothing: null).
     assert side["layers"] == ["conv1", "conv2", "fc"] and side["after"]["agreement"] == 1.0
+    assert "note: no layer is left in INT8; an --int8 build of this runs FP16 throughout" in out
     assert all(o["sqnr_db"] is None or o["sqnr_db"] > 100 for o in side["after"]["outputs"])
     from edge.calib.sidecar import Sidecar
 

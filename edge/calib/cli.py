@@ -417,8 +417,8 @@ def main(args: argparse.Namespace) -> int:
             lines += fidelity.render(after.fidelity, check_images.count, check_images.name + ", after")
             if after.labelled is not None and checker.fp32_labelled is not None:
                 lines.append(_topk_line(labelled.name, checker.fp32_labelled, after.labelled))
-            if added:
-                lines.append(f"kept in FP16 for the budget: {', '.join(added)}")
+            if added:  # named once, in the list of every FP16 layer below
+                lines.append(f"kept in FP16 for the budget: {len(added)} layer(s), listed below")
     elif budget.given:
         lines.append(f"budget {_budget_text(budget)}: met with no layer in FP16")
     if result is not None and not result.met:
@@ -475,7 +475,14 @@ def main(args: argparse.Namespace) -> int:
     if kept_layers:
         lines.append(f"kept in FP16 ({len(kept_layers)}): {', '.join(kept_layers)}")
         lines.append(f"  trtexec: --precisionConstraints=obey --layerPrecisions={','.join(f'{k}:fp16' for k in kept_layers)}")
-    lines.append(f"next, on the Jetson with TensorRT {version} (add --dla 0 to build for the DLA):")
+    if not quantized:
+        lines.append("note: no layer is left in INT8; an --int8 build of this runs FP16 throughout")
+    dla = (
+        "add --dla 0 to build for the DLA"
+        if args.cache_algorithm == "EntropyCalibration2"
+        else "for the DLA, calibrate again with the default header"
+    )
+    lines.append(f"next, on the Jetson with TensorRT {version} ({dla}):")
     lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
     print("\n".join(lines), flush=True)
     return 0
