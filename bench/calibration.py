@@ -340,7 +340,7 @@ def _asset(name: str) -> Path:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--only", choices=["models", "speed", "choose"], help="run one part")
     parser.add_argument("--quick", action="store_true", help="small sets and ONNX Runtime MinMax (for the test suite)")
     parser.add_argument("--work", metavar="DIR", help="keep the generated image sets here (default: a temporary folder)")
