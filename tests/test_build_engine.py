@@ -109,6 +109,16 @@ def test_demo_model_builds_engine_manifest_and_placement_report(trt, demo_model,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.engine", "demo.engine.json", "demo.engine.layers.json"]
 
 
+def test_a_timing_cache_the_builder_ignores_is_said_in_one_clean_note(trt, demo_model, tmp_path, capsys):
+    """TensorRT-RTX's timing-cache calls do nothing and warn "Use Deprecated in TensorRT-RTX 1.2. ... instead.";
+    the note says it in edge's words and no cache file is written."""
+    out, cache = tmp_path / "demo.engine", tmp_path / "t.timing"
+    assert edge_build(str(demo_model), "-o", str(out), "--target-cc", "8.6", "--timing-cache", str(cache)) == 0
+    said = "".join(capsys.readouterr())
+    assert "--timing-cache not used: this TensorRT ignores timing caches" in said and "Use Deprecated" not in said
+    assert not cache.exists()
+
+
 def test_ppocr_det_with_a_dynamic_input_builds_at_the_given_shape(trt, ocr_model, tmp_path, capsys):
     out = tmp_path / "det.engine"
     assert (

@@ -473,7 +473,8 @@ def _load_timing_cache(config: Any, cfg: BuildConfig, p: Plan) -> Optional[Path]
         config.set_timing_cache(config.create_timing_cache(b""), False)
     ignored = [w for w in caught if issubclass(w.category, DeprecationWarning)]
     if ignored:  # TensorRT-RTX: the calls exist and do nothing, and it says so
-        p.notes.append(f"--timing-cache not used: this TensorRT ignores timing caches (it warns: {ignored[0].message})")
+        # Its own warning reads "Use Deprecated in TensorRT-RTX 1.2. ... instead.": said in our words, not quoted.
+        p.notes.append("--timing-cache not used: this TensorRT ignores timing caches (a DeprecationWarning says so)")
         return None
     data = path.read_bytes() if path.is_file() else b""
     if data and not config.set_timing_cache(config.create_timing_cache(data), False):  # False: another GPU or TensorRT
