@@ -424,6 +424,19 @@ def test_check_refuses_dla_for_a_gpu_only_artefact_as_the_device_would(tmp_path)
     assert "built for TensorRT 10.3.0.30, JetPack 6.1/6.2;" in r.stdout and "None" not in r.stdout
 
 
+def test_an_engine_built_with_tensorrt_rtx_is_named_as_such_not_as_a_missing_tensorrt(tmp_path, monkeypatch):
+    """edge-build off a Jetson (its tests) records api tensorrt_rtx; edge-run said "install python3-libnvinfer"."""
+    from edge.runtime.backends.tensorrt import TensorRTBackend
+
+    engine = make_engine(tmp_path)
+    data = manifest_of(engine)
+    data["tensorrt"] = {"version": "1.7.1.116", "api": "tensorrt_rtx"}
+    write_manifest(engine, data)
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    with pytest.raises(EdgeError, match="was built with TensorRT-RTX .* build the engine on the Jetson with edge-build"):
+        TensorRTBackend(str(engine))
+
+
 def test_the_backend_checks_the_file_before_tensorrt_or_cuda(tmp_path, monkeypatch):
     """A tampered engine is named as such before `tensorrt` or `pycuda` is imported (neither exists here)."""
     from edge.runtime.backends.tensorrt import TensorRTBackend

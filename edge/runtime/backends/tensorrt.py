@@ -246,6 +246,11 @@ class TensorRTBackend:
         self.engine_path = Path(engine_path)
         # The file checks need neither TensorRT nor CUDA: a tampered or half-copied engine is named as such anywhere.
         manifest = verify_manifest(self.engine_path)
+        if manifest["tensorrt"].get("api") == "tensorrt_rtx":  # what edge-build makes off a Jetson, for its tests
+            raise EdgeError(
+                f"engine '{self.engine_path}' was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run "
+                "does not run; build the engine on the Jetson with edge-build"
+            )
         self._trt = trt or require("tensorrt", "the TensorRT backend")
         self._cuda = CudaContext(device_index)
         self._slots: List[_BufferSet] = []
