@@ -123,9 +123,9 @@ _PATH_KEYS = ("model.path", "task.labels", "telemetry.replay_path")
 _OUTPUT_KEYS = ("sinks.results", "sinks.video", "sinks.summary_json", "telemetry.dir")
 
 
-def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> None:
+def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> List[str]:
     """A config moved to /etc/edge must still find its files: relative paths that only exist beside the original
-    config are refused with the absolute path to use instead."""
+    config are refused with the absolute path to use instead. Returns notes to print once every check has passed."""
     for key in _PATH_KEYS:
         section, _, name = key.partition(".")
         value = getattr(getattr(cfg, section), name)
@@ -135,14 +135,14 @@ def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> None:
                 f"{config}: key '{key}' is relative ({short(value)}); the service reads the config from {dest_dir}, where "
                 f"it does not exist: use an absolute path such as {here}"
             )
+    notes = []
     engine = cfg.model.engine
     if isinstance(engine, str) and engine and not os.path.isabs(engine) and not (dest_dir / engine).exists():
         # Not refused: it may be copied there later. `edge deploy` links the config instead, and the engine beside it.
-        print(
+        notes.append(
             f"edge service: note: {config}: key 'model.engine' is relative ({short(engine)}); the service will read "
             f"{dest_dir / engine}, which is not there yet: copy the engine there, use an absolute path such as "
-            f"{(config.resolve().parent / engine).resolve()}, or install with `edge deploy`, which delivers it",
-            file=sys.stderr,
+            f"{(config.resolve().parent / engine).resolve()}, or install with `edge deploy`, which delivers it"
         )
     for key in _OUTPUT_KEYS:
         section, _, name = key.partition(".")
@@ -152,6 +152,7 @@ def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> None:
                 f"{config}: key '{key}' is relative ({short(value)}); the service can write only under "
                 "/var/log/edge-camera/NAME and /var/lib/edge-camera/NAME: give an absolute path there"
             )
+    return notes
 
 
 def _group_id(root: Path, name: str) -> Optional[int]:
@@ -179,9 +180,9 @@ def _install_config(dest: Path, text: str, root: Path) -> Callable[[], None]:
     return do
 
 
-def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str]]:
-    """The install as a list of (description, action), so --dry-run prints exactly what a real run does, and the
-    camera's endpoints (metrics, live view) to print after it."""
+def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str], List[str]]:
+    """The install as a list of (description, action), so --dry-run prints exactly what a real run does, the
+    camera's endpoints (metrics, live view) to print after it, and notes to print before it."""
     name, root = args.name, args.root
     if not NAME_RE.fullmatch(name):
         raise EdgeError(
@@ -195,10 +196,11 @@ def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str]]:
         raise EdgeError(f"--now with --root {root}: nothing can be started inside another root; drop one of them")
     config_dest = root / "etc" / "edge" / f"{name}.yaml"
     actions: List[Action] = []
+    notes: List[str] = []
     if args.config is not None:
         # A wrong key or type fails here, not at 3 a.m. in the journal; files it names may arrive later by edge deploy.
         cfg = _load(args.config)
-        _check_paths(cfg, args.config, Path("/etc/edge"))
+        notes = _check_paths(cfg, args.config, Path("/etc/edge"))
         if config_dest.is_symlink():
             raise EdgeError(
                 f"{config_dest} is managed by `edge deploy` (-> {os.readlink(config_dest)}); deploy a new config with `edge deploy`, or drop --config"
@@ -232,7 +234,7 @@ def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str]]:
     actions.append((f"run {' '.join(systemctl + ['enable', instance])}", _run(systemctl + ["enable", instance])))
     if args.now:
         actions.append((f"run systemctl restart {instance}", _run(["systemctl", "restart", instance])))
-    return actions, urls
+    return actions, urls, notes
 
 
 # [Service] directives that are not sandbox: how the service starts, restarts, logs and notifies. Everything else
@@ -354,7 +356,9 @@ def run_check(cmd: List[str], name: str, timeout: float) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.action == "check":
         return check(args)
-    actions, urls = plan(args)
+    actions, urls, notes = plan(args)
+    for note in notes:  # only once every check has passed: a refusal stays one line
+        print(note, file=sys.stderr)
     for description, action in actions:
         print(("would " if args.dry_run else "") + description)
         if not args.dry_run:
