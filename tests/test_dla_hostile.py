@@ -461,8 +461,8 @@ def test_a_non_utf8_dim_name_reaches_the_json_as_text(tmp_path, capsys):
     json.loads((tmp_path / "r.json").read_text())
 
 
-def _peak_child(argv):
-    """Peak RSS (MB) of `edge ARGV` in a child capped at 2 GiB of address space."""
+def _limited_child(argv):
+    """`edge ARGV` in a child capped at 2 GiB of address space."""
     limit = 2 << 30
     proc = subprocess.run(
         [sys.executable, "-m", "edge", *argv],
@@ -471,7 +471,7 @@ def _peak_child(argv):
         timeout=120,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
-    return proc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return proc
 
 
 def test_folding_bombs_that_dodge_the_per_tensor_cap_stay_bounded(tmp_path):
@@ -493,7 +493,7 @@ def test_folding_bombs_that_dodge_the_per_tensor_cap_stay_bounded(tmp_path):
         [_c("s", np.array([15 << 20], np.int64))],
     )
     for path in (lie, many):
-        proc, _ = _peak_child(["dla", str(path), "--target", "orin"])
+        proc = _limited_child(["dla", str(path), "--target", "orin"])
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "not folded" in proc.stdout + proc.stderr
 
@@ -547,7 +547,7 @@ def test_fix_refuses_to_run_a_model_whose_tensors_cannot_fit(tmp_path, case):
     else:
         path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3, "H", "W"])], [_Y])
         flags = ["--shape", "x=1x3x100000x100000"]
-    proc, _ = _peak_child(["dla", str(path), "--target", "orin", *flags, "--fix", str(tmp_path / "f.onnx")])
+    proc = _limited_child(["dla", str(path), "--target", "orin", *flags, "--fix", str(tmp_path / "f.onnx")])
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "GiB" in lines[0] and "--fix" in lines[0], proc.stderr
     assert not (tmp_path / "f.onnx").exists()
@@ -562,7 +562,7 @@ def test_external_weights_larger_than_the_process_may_hold_are_one_line(tmp_path
     path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [_X], [_Y], [tensor])
     with open(tmp_path / "weights.bin", "wb") as f:
         f.truncate(4 << 30)
-    proc, _ = _peak_child(["dla", str(path), "--target", "orin"])
+    proc = _limited_child(["dla", str(path), "--target", "orin"])
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "external weights take 4.0 GiB" in lines[0], proc.stderr
 

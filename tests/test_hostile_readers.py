@@ -35,6 +35,7 @@ from ._hostile import (
     entry,
     images,
     limits,
+    measured,
     onnx_constant_bomb,
     onnx_conv,
     png_header_bomb,
@@ -170,7 +171,7 @@ def test_telemetry_parse_streams_in_constant_memory(tmp_path: Path) -> None:
         log = tmp_path / f"{mb}.log"
         log.write_text(text * (mb * (1 << 20) // len(text) + 1))
         with open(tmp_path / f"{mb}.json", "wb") as out:
-            o = edge("telemetry", "parse", "--tegrastats", log, "--json", stdout=out.fileno(), timeout=300)
+            o = measured([*entry("edge"), "telemetry", "parse", "--tegrastats", log, "--json"], stdout=out.fileno(), timeout=300)
         assert_clean(o, codes=(0,))
         samples = json.loads((tmp_path / f"{mb}.json").read_text())
         assert len(samples) == len(log.read_text().splitlines())
