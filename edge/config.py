@@ -360,7 +360,8 @@ def _set_key(data: dict, key: str, value: Any) -> None:
 
 def _build(cls: type, data: Any, origin: str, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: key '{prefix.rstrip('.') or '<top>'}': expected a mapping of keys, got {short(data)}")
+        key = prefix.rstrip(".") or "<top>"
+        raise key_error(origin, key, f"expected a mapping of keys, got {short(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     unknown = [k for k in data if k not in fields]

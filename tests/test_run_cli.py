@@ -51,6 +51,7 @@ def test_help_is_instant_and_imports_nothing_heavy():
         # named by the --set that brought it, not the config file (a docs walk found the file blamed)
         (["--set", "pipline.frames=3"], "--set pipline.frames '3': unknown key 'pipline'; did you mean 'pipeline'"),
         (["--set", "model.nosuch=1"], "--set model.nosuch '1': unknown key 'model.nosuch'; known keys here: path"),
+        (["--set", "model=1"], "--set model: expected a mapping of keys, got 1"),
         # a key --set gave is named by it, not by a file it is not in; a missing replay log says what it looked for
         (["--set", "telemetry.dir=/nonexistent/t"], "--set telemetry.dir /nonexistent/t: does not exist"),
         (["--telemetry", "replay"], "key 'telemetry.replay_path': the replay backend needs an existing"),
