@@ -247,9 +247,12 @@ def flag_errors(flags: dict[str, str] | None, values: dict[str, Any] | None) -> 
     try:
         yield
     except ConfigError as exc:
-        # The key at fault, or the one a flag set below it (--set a.b=1 where 'a' is unknown).
-        key = next((k for k in (values or {}) if exc.key and (k == exc.key or k.startswith(exc.key + "."))), None)
-        flag = (flags or {}).get(key or "")
+        # The key at fault, or one a --set put below it (--set a.b=1 where 'a' is unknown). A dedicated flag below
+        # a broken section (--model under a file's `model: 1`) is not blamed for the file.
+        names = flags or {}
+        below = [k for k in (values or {}) if exc.key and k.startswith(exc.key + ".") and names.get(k, "").startswith("--set ")]
+        key = exc.key if exc.key in (values or {}) else next(iter(below), None)
+        flag = names.get(key or "")
         if flag is None or key is None:
             raise
         value = (values or {})[key]
