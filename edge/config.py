@@ -39,7 +39,7 @@ class InputConfig:
     layout: Literal["auto", "nchw", "nhwc"] = "auto"
     dtype: Literal["auto", "float32", "float16", "uint8"] = "auto"
     resize: Literal["letterbox", "stretch"] = "letterbox"
-    pad_value: int = 0
+    pad_value: Optional[int] = None  # letterbox padding 0..255; null = 114 for Ultralytics models (as they train), else 0
     # Normalisation, in the network's colour order: out = (pixel * scale + offset - mean) / std.
     scale: float = 1.0 / 255.0
     offset: float = 0.0
@@ -47,16 +47,26 @@ class InputConfig:
     std: List[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
 
 
+TASK_TYPES = ("auto", "yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo", "blazeface", "classify")
+
+
 @dataclass
 class TaskConfig:
-    type: Literal["blazeface", "yolo", "classify"] = "blazeface"
-    score_threshold: float = 0.5
-    iou_threshold: float = 0.45
-    max_detections: int = 100
-    labels: Optional[Union[List[str], str]] = None  # a list, or a file with one label per line
+    # auto: recognised from the outputs and the model's metadata (docs/models.md lists each head); or name the decoder
+    type: Literal[
+        "auto", "yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo", "blazeface", "classify"
+    ] = "auto"
+    # null: the decoder's default; YOLO heads use Ultralytics' predict values (conf 0.25, iou 0.7, max_det 300),
+    # blazeface 0.5 / 0.3 / 100. A candidate is kept when its score is above score_threshold.
+    score_threshold: Optional[float] = None
+    iou_threshold: Optional[float] = None  # NMS: a box suppresses another of its class above this IoU
+    max_detections: Optional[int] = None
+    agnostic_nms: bool = False  # true: boxes of different classes suppress each other too
+    labels: Optional[Union[List[str], str]] = None  # a list, or a file with one label per line; null = the metadata's
     top_k: int = 5  # classify
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
-    yolo_layout: Literal["auto", "v5", "v8"] = "auto"
+    yolo_layout: Literal["auto", "v8", "v8t", "v5", "yolox"] = "auto"
+    keypoints: Optional[List[int]] = None  # yolo_pose: [count, 2 or 3]; null = the metadata's kpt_shape, else [17, 3]
     # BlazeFace SSD anchors: [cells per row, anchors per cell] per feature map, in output order.
     anchor_grids: List[List[int]] = field(default_factory=lambda: [[16, 2], [8, 6]])
 
@@ -298,6 +308,7 @@ def load_dataclass(
 MAX_ALIASES = 16
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INPUT_SIDE = 16384  # pixels; one 16384x16384 BGR frame is already 800 MB
+MAX_DETECTIONS = 100_000  # per frame; each is a dict in the results line
 
 
 def load_yaml(text: str, origin: str) -> Any:
@@ -463,7 +474,7 @@ def check_input(i: InputConfig, origin: str) -> None:
             raise _bad(origin, f"input.{key}", "1 or 3 numbers", vals)
     if any(s == 0 for s in i.std):
         raise _bad(origin, "input.std", "non-zero numbers", i.std)
-    if not 0 <= i.pad_value <= 255:
+    if i.pad_value is not None and not 0 <= i.pad_value <= 255:
         raise _bad(origin, "input.pad_value", "an integer 0..255", i.pad_value)
     if i.size is not None and max(i.size) > MAX_INPUT_SIDE:
         raise _bad(origin, "input.size", f"at most {MAX_INPUT_SIDE} pixels a side", i.size)
@@ -507,10 +518,14 @@ def _check(cfg: RunConfig, origin: str) -> None:
     check_input(cfg.input, origin)
     t = cfg.task
     for key in ("score_threshold", "iou_threshold"):
-        if not 0.0 <= getattr(t, key) <= 1.0:
-            raise bad(f"task.{key}", "a number between 0 and 1", getattr(t, key))
-    if t.top_k < 1 or t.max_detections < 1:
-        raise bad("task.top_k" if t.top_k < 1 else "task.max_detections", "a positive integer", min(t.top_k, t.max_detections))
+        if getattr(t, key) is not None and not 0.0 <= getattr(t, key) <= 1.0:
+            raise bad(f"task.{key}", "a number between 0 and 1, or null for the decoder's default", getattr(t, key))
+    if t.top_k < 1:
+        raise bad("task.top_k", "a positive integer", t.top_k)
+    if t.max_detections is not None and not 1 <= t.max_detections <= MAX_DETECTIONS:
+        raise bad("task.max_detections", f"an integer 1..{MAX_DETECTIONS}, or null for the decoder's default", t.max_detections)
+    if t.keypoints is not None and (len(t.keypoints) != 2 or not 1 <= t.keypoints[0] <= 1000 or t.keypoints[1] not in (2, 3)):
+        raise bad("task.keypoints", "[count, 2 or 3], e.g. [17, 3] for COCO keypoints with visibility", t.keypoints)
     if not t.anchor_grids or any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
         raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():

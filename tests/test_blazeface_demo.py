@@ -13,7 +13,7 @@ from edge.config import load_config
 from edge.runtime.backends import create_backend
 from edge.runtime.model import pick_input, preprocess_spec
 from edge.runtime.postprocess import create_postprocessor
-from edge.runtime.postprocess.nms import iou
+from edge.runtime.postprocess.boxes import iou
 from edge.runtime.preprocess import Preprocessor
 
 from .conftest import DEMO_CONFIG, blank

@@ -6,17 +6,23 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from edge.config import TaskConfig
 from edge.runtime.backends import TensorInfo
+from edge.runtime.postprocess import heads, resolved_task
 from edge.runtime.postprocess.blazeface import make_anchors
+from edge.runtime.postprocess.boxes import nms
 from edge.runtime.postprocess.classify import Classify
-from edge.runtime.postprocess.nms import nms
-from edge.runtime.postprocess.yolo import Yolo
 from edge.runtime.preprocess import PreprocessSpec, plan_resize
 
 
 def yolo_task(**kw):
-    base = dict(score_threshold=0.25, iou_threshold=0.45, max_detections=100, yolo_layout="auto")
-    return SimpleNamespace(**{**base, **kw})
+    return TaskConfig(**{**dict(score_threshold=0.25, iou_threshold=0.45, max_detections=100), **kw})
+
+
+def decoder(task, outputs, labels, spec=None):
+    spec = spec or PreprocessSpec(640, 640)
+    head = heads.choose(task, outputs, spec, labels)
+    return heads.build(head, resolved_task(task, head.kind), outputs, spec, labels)
 
 
 def encode(boxes_cxcywh, scores, classes, n_classes, n_candidates, layout):
@@ -39,10 +45,10 @@ def test_yolo_v5_and_v8_decode_to_the_same_frame_boxes():
     scores, classes = [0.9, 0.8, 0.7], [2, 2, 5]
     results = {}
     for layout in ("v5", "v8"):
-        raw = encode(cands, scores, classes, 80, 8400, layout)
+        raw = encode(cands, scores, classes, 80, 25200 if layout == "v5" else 8400, layout)  # v5: 3 anchors a cell
         info = TensorInfo("output0", raw.shape, np.dtype(np.float32))
-        post = Yolo(yolo_task(), [info], [f"c{i}" for i in range(80)])
-        assert post.layout == layout  # told apart by the shape alone
+        post = decoder(yolo_task(), [info], [f"c{i}" for i in range(80)], spec)
+        assert post.layout == layout  # told apart by the shape and the 80 labels
         results[layout] = post({"output0": raw}, tf)
     for res in results.values():
         dets = res.detections
@@ -62,7 +68,7 @@ def test_nms_keeps_overlapping_boxes_of_other_classes():
 
 def test_classify_top_k_with_labels_and_softmax():
     task = SimpleNamespace(top_k=2, softmax="auto")
-    post = Classify(task, [TensorInfo("logits", (1, 4), np.dtype(np.float32))], ["cat", "dog", "car", "cup"])
+    post = Classify(task, "logits", ["cat", "dog", "car", "cup"])
     res = post({"logits": np.array([[1.0, 3.0, -2.0, 2.0]], np.float32)}, None)
     assert [c.label for c in res.classes] == ["dog", "cup"]
     e = np.exp([1.0, 3.0, -2.0, 2.0])

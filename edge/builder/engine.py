@@ -150,9 +150,11 @@ def node_label(error: Any, onnx_path: Path) -> str:
         return f"node {index}"
 
 
-def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, Tuple[int, ...]]:
-    """The build shape of every network input: its static shape, or the --shape given for a dynamic one."""
+def input_shapes(network: Any, shape_texts: List[str], dla: bool, onnx_path: Optional[Path] = None) -> Dict[str, Tuple[int, ...]]:
+    """The build shape of every network input: its static shape, or the --shape given for a dynamic one (the hint for
+    a missing one takes its size from the ONNX file's Ultralytics metadata, else 640)."""
     from edge.graph.model import parse_shapes
+    from edge.metadata import NONE, from_onnx, shape_hint
 
     names = [network.get_input(i).name for i in range(network.num_inputs)]
     given = parse_shapes(shape_texts, names)
@@ -163,7 +165,12 @@ def input_shapes(network: Any, shape_texts: List[str], dla: bool) -> Dict[str, T
         want = given.get(t.name)
         if want is None:
             if any(d < 0 for d in dims):
-                example = "x".join("1" if (d < 0 and k == 0) else ("N" if d < 0 else str(d)) for k, d in enumerate(dims))
+                meta = NONE
+                if onnx_path is not None:
+                    from edge.graph.model import load_model
+
+                    meta = from_onnx(str(onnx_path), load_model(onnx_path))
+                example = shape_hint(dims, meta)
                 why = (
                     "the DLA needs static shapes (one optimization profile with min = opt = max)"
                     if dla
@@ -296,7 +303,7 @@ def build(cfg: BuildConfig) -> BuildResult:
             p.precisions = typed_precisions(trt, network)
         say(f"parsed {onnx.name}: {network.num_layers} layers, TensorRT {caps.version} ({caps.module})")
         dla = cfg.dla.core is not None
-        shapes = input_shapes(network, cfg.shapes, dla)
+        shapes = input_shapes(network, cfg.shapes, dla, onnx)
         config = builder.create_builder_config()
         profile = _configure(trt, builder, config, network, cfg, p, shapes)
         gpu_name, local_cc = gpu_here()

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from edge.calib.datasets import ImageSet
+from edge.calib.decisions import TaskDecisions
 from edge.calib.fidelity import FidelityMeter, KeptRows, OutputFidelity, Reference, lowest
 from edge.calib.stats import TensorTap, fixed_batch
 from edge.errors import EdgeError
@@ -79,9 +80,11 @@ class Checker:
         threads: int = 0,
         budget_bytes: int = 256 << 20,
         reference: Optional[Reference] = None,
+        task: Optional[TaskDecisions] = None,
     ) -> None:
-        """``reference``: the FP32 outputs on ``images``, when the statistics pass kept them."""
-        self.graph, self.layout, self.images, self.labelled = graph, layout, images, labelled
+        """``reference``: the FP32 outputs on ``images``, when the statistics pass kept them; ``task``: the detector
+        whose decisions the agreement measures."""
+        self.graph, self.layout, self.images, self.labelled, self.task = graph, layout, images, labelled, task
         self.threads, self.budget_bytes = threads, budget_bytes
         self.outputs = [o.name for o in fp32.graph.output]
         self.fixed = fixed_batch(graph)
@@ -116,7 +119,7 @@ class Checker:
             self._kept = filling
 
     def _meter(self) -> FidelityMeter:
-        return FidelityMeter(self.graph, self.outputs, self.layout)
+        return FidelityMeter(self.graph, self.outputs, self.layout, self.task)
 
     def measure(self, int8: Any, labelled: bool = True) -> Measurement:
         """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set."""

@@ -188,9 +188,8 @@ def _eval_set(args: argparse.Namespace, cfg: Any, spec: Any) -> Any:
     from edge.runtime.postprocess import load_labels
 
     if Path(args.eval).is_dir() or not datasets.is_named_set(args.eval):
-        # The run config's task.type defaults to blazeface: only a task the user set is held against the folder.
-        task_set = args.config or any(s.strip().startswith("task.type") for s in args.set)
-        if task_set and cfg.task.type != "classify":
+        # Only a task the user set is held against the folder (auto may yet turn out a classifier).
+        if cfg.task.type not in ("auto", "classify"):
             raise EdgeError(
                 f"--eval {args.eval}: a folder of labelled images scores a classifier, but the run config has task.type "
                 f"{cfg.task.type}; set task.type: classify, or check a detector with --agreement-images / --min-agreement"
@@ -297,9 +296,11 @@ def main(args: argparse.Namespace) -> int:
     calib_stats.give_back_memory()  # shape inference's copies of the model: tens of MB the pass would otherwise keep
     activations, constants = calib_stats.calibration_tensors(graph)
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
-    unknown = [o for o in budget.outputs if o not in graph.outputs]
+    task = _task(cfg, model, graph, spec, path)
+    measured = [*graph.outputs, *((fidelity.ANCHORS, fidelity.DETECTIONS) if task is not None else ())]
+    unknown = [o for o in budget.outputs if o not in measured]
     if unknown:
-        raise EdgeError(f"--agreement-outputs {unknown[0]}: the model's outputs are {', '.join(graph.outputs)}")
+        raise EdgeError(f"--agreement-outputs {unknown[0]}: the measured outputs are {', '.join(measured)}")
     labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)
     check_images = (
@@ -330,7 +331,7 @@ def main(args: argparse.Namespace) -> int:
 
     # When the check runs on the calibration images, their FP32 outputs come from this pass (while they fit).
     reference = (
-        fidelity.Reference(fidelity.FidelityMeter(graph, graph.outputs, spec.layout), images.count, args.memory_mb << 20)
+        fidelity.Reference(fidelity.FidelityMeter(graph, graph.outputs, spec.layout, task), images.count, args.memory_mb << 20)
         if check_images is images
         else None
     )
@@ -363,7 +364,7 @@ def main(args: argparse.Namespace) -> int:
     t2 = time.perf_counter()
     # No histograms are counted from here on: ONNX Runtime gets every core.
     threads = args.threads or calib_stats.cores()
-    checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference)
+    checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference, task)
     fp32_top1 = checker.fp32_labelled.top1 if checker.fp32_labelled else None
     q_model, quantized = qdq.build(model, graph, amax, keep)
     before = checker.measure(q_model)
@@ -397,6 +398,12 @@ def main(args: argparse.Namespace) -> int:
         + (f" {args.percentile}" if args.method == "percentile" else ""),
         f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
     ]
+    if task is not None:
+        lines.append(
+            f"decisions of {task.name}: "
+            + ("the class each anchor picks and " if task.head.kind in ("yolo", "yolo_seg", "yolo_pose") else "")
+            + f"the detections INT8 keeps (IoU >= 0.5, same class{', mask IoU >= 0.5' if task.head.mask_dims else ''})"
+        )
     lines += fidelity.render(before.fidelity, check_images.count, check_images.name)
     if labelled is not None and checker.fp32_labelled is not None and before.labelled is not None:
         lines.append(_topk_line(labelled.name, checker.fp32_labelled, before.labelled))
@@ -488,6 +495,34 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path) -> Any:
+    """The detector whose decisions the check measures: the run config's task.type, or the one the outputs and the
+    model's metadata reveal (None for a classifier, whose argmax is its decision, and for outputs no decoder fits
+    when the type was left auto: each output is then measured on its own)."""
+    import numpy as np
+
+    from edge.calib.decisions import TaskDecisions
+    from edge.errors import ConfigError
+    from edge.metadata import from_onnx
+    from edge.runtime.backends import TensorInfo
+    from edge.runtime.postprocess import heads, load_labels, resolved_task
+
+    meta = from_onnx(str(path), model)
+    labels = load_labels(cfg) or list(meta.names)
+    outputs = [TensorInfo(n, tuple(graph.shape(n) or ()), np.dtype(np.float32)) for n in graph.outputs]
+    try:
+        head = heads.choose(cfg.task, outputs, spec, labels, meta, cfg.name_of("task.type"))
+    except ConfigError as exc:
+        if cfg.task.type != "auto":
+            raise
+        _say(f"no detector recognised ({str(exc).split(': ', 1)[-1][:200]}); agreement is measured per output")
+        return None
+    if head.kind == "classify":
+        return None
+    decoder = heads.build(head, resolved_task(cfg.task, head.kind), outputs, spec, labels)
+    return TaskDecisions(head, decoder, spec)
+
+
 def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:
     from edge.calib import datasets as calib_datasets
 
@@ -496,13 +531,14 @@ def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:
     import numpy as np
 
     from edge.graph.model import model_inputs
+    from edge.metadata import from_onnx
     from edge.runtime.backends import TensorInfo
     from edge.runtime.model import preprocess_spec
 
     files = calib_datasets.find_images(args.images, args.max_images)  # the folder's faults need no input size
     inp = model_inputs(model)[0]
     dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in inp.type.tensor_type.shape.dim)
-    spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)))
+    spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)), from_onnx(args.model or "the model", model))
     return calib_datasets.image_folder(args.images, spec, files=files)
 
 

@@ -19,7 +19,11 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from edge.calib.decisions import Matched, TaskDecisions
 from edge.graph.model import Graph
+
+ANCHORS = "anchors"  # the per-anchor class decisions of a YOLO head, in a task-aware check
+DETECTIONS = "detections"  # FP32's detections that INT8 keeps (IoU >= 0.5, same class)
 
 # Ops that move values without changing them: a score's meaning passes through them.
 _SHAPE_OPS = frozenset({"Reshape", "Transpose", "Concat", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Gather"})
@@ -101,15 +105,22 @@ def row_digest(row: np.ndarray) -> bytes:
 
 
 class FidelityMeter:
-    """Agreement and SQNR of each output, summed over batches of FP32 and INT8 outputs."""
+    """Agreement and SQNR of each output, summed over batches of FP32 and INT8 outputs.
 
-    def __init__(self, graph: Graph, outputs: Iterable[str], layout: str) -> None:
-        self.layout = layout
+    With ``task`` (a detector the run config names or the outputs reveal, ``edge.calib.decisions``), agreement is of
+    the decisions the detector makes: the class each anchor picks and the detections its decoder keeps; each raw
+    output then has its SQNR only, since an argmax over a box regressor's axis means nothing."""
+
+    def __init__(self, graph: Graph, outputs: Iterable[str], layout: str, task: Optional[TaskDecisions] = None) -> None:
+        self.layout, self.task = layout, task
         self.thresholds = {o: (0.5 if is_probability(graph, o) else 0.0) for o in outputs}
         self.results = {o: OutputFidelity(o) for o in self.thresholds}
+        self.matched = Matched()
 
     def decide(self, name: str, values: np.ndarray) -> np.ndarray:
-        """Output ``name``'s decision at every position."""
+        """Output ``name``'s decision at every position (none of its own when a task decides)."""
+        if self.task is not None:
+            return np.zeros((len(values), 0), np.int64)
         return decisions(values, class_axis(values.ndim, self.layout), self.thresholds[name])
 
     def update(
@@ -140,9 +151,17 @@ class FidelityMeter:
             if rows is None:
                 r.signal += float(np.dot(flat, flat))
             r.noise += float(np.dot(diff, diff))
+        if self.task is not None:
+            self.task.update(self.matched, fp32, int8)
 
     def summary(self) -> List[OutputFidelity]:
-        return list(self.results.values())
+        if self.task is None:
+            return list(self.results.values())
+        m, out = self.matched, []
+        if self.task.head.kind in ("yolo", "yolo_seg", "yolo_pose"):
+            out.append(OutputFidelity(ANCHORS, m.anchors, m.anchors_agree, math.nan, math.nan))
+        out.append(OutputFidelity(DETECTIONS, m.fp32, m.kept, math.nan, math.nan))
+        return out + list(self.results.values())
 
 
 class Reference:
@@ -188,7 +207,8 @@ class Reference:
             return
         floating = value.dtype.kind == "f"
         if stored is None:
-            dtype = np.dtype(np.float16 if floating else value.dtype)
+            # A task's decoder reads the kept values as FP32 gave them: rounding would move its boxes.
+            dtype = np.dtype(np.float16 if floating and self.meter.task is None else value.dtype)
             if dtype.itemsize * (value.size // images) * self.count + self._bytes() > self.limit_bytes:
                 self._drop()
                 return
@@ -275,5 +295,7 @@ def render(results: List[OutputFidelity], images: int, source: str) -> List[str]
     lines = [f"FP32 vs INT8 (Q/DQ in ONNX Runtime) on {images} images from {source}, no labels needed:"]
     lines.append(f"  {'output':{width}}  {'positions':>10} {'agreement':>10} {'SQNR dB':>8}")
     for r in results:
-        lines.append(f"  {r.name:{width}}  {r.positions:10d} {r.agreement:10.4f} {r.sqnr_db:8.1f}")
+        agreement = f"{r.agreement:10.4f}" if r.positions or r.name in (ANCHORS, DETECTIONS) else f"{'-':>10}"
+        sqnr = f"{r.sqnr_db:8.1f}" if not math.isnan(r.sqnr_db) else f"{'-':>8}"
+        lines.append(f"  {r.name:{width}}  {r.positions:10d} {agreement} {sqnr}")
     return lines

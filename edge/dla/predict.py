@@ -21,6 +21,7 @@ from edge.dla.lowering import lower
 from edge.dla.rules import RULES, Limits, limits_for
 from edge.errors import EdgeError
 from edge.graph.model import PASSTHROUGH, Graph, attrs, is_static, prepare
+from edge.metadata import from_onnx, shape_hint
 
 DLA, GPU = "DLA", "GPU"
 Broken = Optional[Tuple[str, str]]  # (rule id, the value that broke it) or None when the layer fits
@@ -742,17 +743,14 @@ def predict(
     graph = prepare(model, shapes)
     unpinned = {n: d for n, d in graph.input_shapes.items() if not is_static(d)}
     if unpinned:
+        meta = from_onnx(str(model) if isinstance(model, (str, Path)) else "the model", graph.model)
         raise EdgeError(
             "dynamic input "
             + ", ".join(f"'{n}' {list(d) if d else '(no shape)'}" for n, d in unpinned.items())
             + ": the DLA needs static shapes (one optimization profile with min = opt = max); pass the build shape, e.g. "
-            + " ".join(f"--shape {n}={_example(d)}" for n, d in unpinned.items())
+            + " ".join(f"--shape {n}={shape_hint(d, meta)}" for n, d in unpinned.items())
         )
     return _predict(graph, limits, precision, str(model) if isinstance(model, (str, Path)) else graph.model.graph.name)
-
-
-def _example(dims: Any) -> str:
-    return "x".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in dims) if dims else "1x3x224x224"
 
 
 def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:

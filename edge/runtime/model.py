@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from edge.config import MAX_INPUT_SIDE
 from edge.errors import ConfigError
+from edge.metadata import ModelMetadata
 from edge.runtime.backends import TensorInfo
 from edge.runtime.preprocess import PreprocessSpec
+
+ULTRALYTICS_PAD = 114  # the grey Ultralytics letterboxes with, in training and in predict
+DYNAMIC_HINT = 640  # the size most detectors are trained at, for the hint when a dynamic input has no metadata
 
 
 def model_path(cfg: Any) -> Path:
@@ -46,9 +50,11 @@ def pick_input(cfg: Any, inputs: list[TensorInfo]) -> TensorInfo:
     return inputs[0]
 
 
-def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
-    """Fill the config's 'auto' input keys (layout, size, dtype) from the model's input tensor."""
+def preprocess_spec(cfg: Any, tensor: TensorInfo, meta: Optional[ModelMetadata] = None) -> PreprocessSpec:
+    """Fill the config's 'auto' input keys (layout, size, dtype, padding) from the model's input tensor and, for an
+    Ultralytics export, its metadata (imgsz for a dynamic input, pad 114)."""
     i = cfg.input
+    ultralytics = meta is not None and meta.ultralytics
     shape = tensor.shape
     if len(shape) != 4:
         raise ConfigError(f"model input {tensor.name!r} has shape {list(shape)}; an image input must be 4-D (NCHW or NHWC)")
@@ -86,9 +92,12 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
                 f"model input {tensor.name!r} is {list(shape)}: more than {MAX_INPUT_SIDE} pixels a side; "
                 "export the model with the input size it runs at"
             )
+    elif ultralytics and meta.imgsz is not None:
+        height, width = meta.imgsz
     else:
         raise ConfigError(
-            f"key 'input.size': the model input {tensor.name!r} has dynamic size {list(shape)}; set input.size: [width, height]"
+            f"key 'input.size': the model input {tensor.name!r} has dynamic size {list(shape)}; set input.size: "
+            f"[width, height], e.g. [{DYNAMIC_HINT}, {DYNAMIC_HINT}] (the size it was trained at)"
         )
     dtype = i.dtype
     if dtype == "auto":
@@ -100,7 +109,7 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo) -> PreprocessSpec:
         layout=layout,
         dtype=dtype,
         resize=i.resize,
-        pad_value=i.pad_value,
+        pad_value=i.pad_value if i.pad_value is not None else (ULTRALYTICS_PAD if ultralytics else 0),
         scale=i.scale,
         offset=i.offset,
         mean=tuple(i.mean),

@@ -69,7 +69,7 @@ class Transform:
 
     def to_frame(self, xy: np.ndarray) -> np.ndarray:
         """Points or boxes (..., 2k) in input pixels as x,y pairs, to frame pixels, clipped to the frame."""
-        pts = np.asarray(xy, np.float32).reshape(*np.shape(xy)[:-1], -1, 2)
+        pts = _pairs(xy)
         out = np.empty_like(pts)
         out[..., 0] = np.clip((pts[..., 0] - self.pad_x) / self.scale_x, 0, self.frame_width)
         out[..., 1] = np.clip((pts[..., 1] - self.pad_y) / self.scale_y, 0, self.frame_height)
@@ -77,11 +77,19 @@ class Transform:
 
     def to_input(self, xy: np.ndarray) -> np.ndarray:
         """The inverse of ``to_frame`` (without clipping)."""
-        pts = np.asarray(xy, np.float32).reshape(*np.shape(xy)[:-1], -1, 2)
+        pts = _pairs(xy)
         out = np.empty_like(pts)
         out[..., 0] = pts[..., 0] * self.scale_x + self.pad_x
         out[..., 1] = pts[..., 1] * self.scale_y + self.pad_y
         return out.reshape(np.shape(xy))
+
+
+def _pairs(xy: np.ndarray) -> np.ndarray:
+    """(..., 2k) values as (..., k, 2) x,y pairs; an empty batch (no boxes in a frame) stays empty."""
+    shape = np.shape(xy)
+    if not shape or shape[-1] % 2:
+        raise ValueError(f"points need an even last axis (x, y pairs), got shape {shape}")
+    return np.asarray(xy, np.float32).reshape(*shape[:-1], shape[-1] // 2, 2)
 
 
 def plan_resize(spec: PreprocessSpec, frame_w: int, frame_h: int) -> tuple[int, int, Transform]:

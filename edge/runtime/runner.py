@@ -13,6 +13,7 @@ from typing import Any, Optional, Tuple
 from edge.errors import EdgeError, RunFailed, one_line
 from edge.lazy import available
 from edge.manifest import read_l4t
+from edge.metadata import NONE, describe
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
 from edge.runtime.backends import create_backend
@@ -102,9 +103,8 @@ class Runner:
         check_run_outputs(cfg)  # before anything slow: a bad output path must not cost a model load
         self.servers = Servers(cfg)  # metrics and live-view ports: a taken one fails before the engine loads
         self.backend = create_backend(cfg)
-        tensor = pick_input(cfg, self.backend.inputs)
-        self.spec = preprocess_spec(cfg, tensor)
-        post = create_postprocessor(cfg, self.backend.outputs, self.spec)
+        tensor, self.spec, post = fit_model(cfg, self.backend)
+        self.post = post
         _trial_frame(self.backend, self.spec, tensor.name, post)  # a config that does not fit fails here, exit 2
         gpu = cfg.preprocess == "gpu"
         self.source = open_source(cfg.source, self.stop_event, base_dir=cfg.base_dir, gpu=gpu)
@@ -329,6 +329,15 @@ def _install_signal_handlers(p: Pipeline) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def fit_model(cfg: Any, backend: Any) -> Tuple[Any, Any, Any]:
+    """(image input, preprocessing, decoder) for the model a backend loaded: the config's keys, the rest from the
+    model's tensors and metadata."""
+    meta = getattr(backend, "metadata", None)
+    tensor = pick_input(cfg, backend.inputs)
+    spec = preprocess_spec(cfg, tensor, meta)
+    return tensor, spec, create_postprocessor(cfg, backend.outputs, spec, meta)
+
+
 def _trial_frame(backend: Any, spec: Any, input_name: str, post: Any) -> None:
     """One grey frame through preprocess, infer and postprocess, as frame one of a run would go: a dtype, layout
     or task that does not fit the model fails here, at check time, instead of on the camera."""
@@ -348,9 +357,10 @@ def _trial_frame(backend: Any, spec: Any, input_name: str, post: Any) -> None:
     except EdgeError as exc:
         raise EdgeError(f"the config does not fit the model: a test frame fails in {stage}: {exc}") from None
     except Exception as exc:  # whatever the runtime raises for a wrong dtype, shape or task
+        keys = {"preprocess": "input.size, input.layout and input.dtype", "infer": "input.dtype, input.layout and input.size"}
         raise EdgeError(
             f"the config does not fit the model: a test frame fails in {stage}: {type(exc).__name__}: "
-            f"{one_line(exc, 300)}; check input.dtype, input.layout and task.type against the model"
+            f"{one_line(exc, 300)}; check {keys.get(stage, 'task.type and its keys')} against the model"
         ) from None
 
 
@@ -364,14 +374,15 @@ def check(cfg: Any) -> int:
         return _check_artefact(cfg)
     backend = create_backend(cfg)
     try:
-        tensor = pick_input(cfg, backend.inputs)
-        spec = preprocess_spec(cfg, tensor)
-        post = create_postprocessor(cfg, backend.outputs, spec)
+        tensor, spec, post = fit_model(cfg, backend)
         _trial_frame(backend, spec, tensor.name, post)
         dla = getattr(backend, "dla_core", None)
         where = f"{backend.name} on {backend.device}" + (f", DLA core {dla}" if dla is not None else "")
         outputs = ", ".join(f"{t.name} {list(t.shape)}" for t in backend.outputs)
-        print(f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}")
+        print(
+            f"edge-run: check ok: {where}; input {tensor.name} {list(spec.input_shape)} {spec.dtype}; outputs {outputs}; "
+            f"decoder {post.head_info}"
+        )
     finally:
         backend.close()
     return 0
@@ -418,12 +429,16 @@ def run(cfg: Any) -> int:
     """Run a config end to end: summary on stdout (and --summary-json), exit status."""
     runner = Runner(cfg)
     log.info(
-        "backend %s on %s; input %s; source %s",
+        "backend %s on %s; input %s; decoder %s; source %s",
         runner.backend.name,
         runner.backend.device,
         runner.spec.input_shape,
+        runner.post.head_info,
         runner.source.description,
     )
+    taken = describe(getattr(runner.backend, "metadata", None) or NONE)
+    if taken:
+        log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
     summary, error = runner.run()
     print(format_summary(summary))
     ran = f"backend {summary['backend']} ({summary['device']})"

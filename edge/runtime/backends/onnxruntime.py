@@ -7,6 +7,7 @@ from typing import Any, Dict
 
 import numpy as np
 
+from edge import metadata
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.runtime.backends import TensorInfo
@@ -59,6 +60,7 @@ class OnnxRuntimeBackend:
         self.inputs = [self._info(t) for t in self.session.get_inputs()]
         self.outputs = [self._info(t) for t in self.session.get_outputs()]
         self._output_names = [t.name for t in self.outputs]
+        self.metadata = metadata.read(f"model '{model_path}'", self.session.get_modelmeta().custom_metadata_map or {})
 
     @staticmethod
     def _info(t: Any) -> TensorInfo:

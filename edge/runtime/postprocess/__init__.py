@@ -1,7 +1,12 @@
-"""Network outputs to results in frame coordinates: classification, BlazeFace SSD, YOLO v5/v8."""
+"""Network outputs to results in frame coordinates: one decoder per model family over one box/NMS core (``boxes``).
+
+``create_postprocessor`` picks the decoder of ``task.type``; with ``task.type: auto`` (the default) ``heads``
+recognises the head from the outputs and the model's metadata, or refuses in one line naming what it saw.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -20,9 +25,11 @@ class Detection:
     class_id: int = 0
     label: str = ""
     keypoints: Optional[List[List[float]]] = None  # [[x, y], ...] in frame pixels
+    keypoint_scores: Optional[List[float]] = None  # pose: each keypoint's visibility, 0..1
+    mask: Optional[Dict[str, Any]] = None  # segmentation: COCO run-length encoding over the frame (``masks``)
 
     def to_dict(self) -> dict:
-        d = {
+        d: Dict[str, Any] = {
             "box": [round(v, 1) for v in self.box],
             "score": round(self.score, 4),
             "class_id": self.class_id,
@@ -30,6 +37,10 @@ class Detection:
         }
         if self.keypoints is not None:
             d["keypoints"] = [[round(x, 1), round(y, 1)] for x, y in self.keypoints]
+        if self.keypoint_scores is not None:
+            d["keypoint_scores"] = [round(s, 3) for s in self.keypoint_scores]
+        if self.mask is not None:
+            d["mask"] = self.mask
         return d
 
 
@@ -59,6 +70,15 @@ class Result:
 
 Postprocessor = Callable[[Dict[str, np.ndarray], Transform], Result]
 
+# Each decoder's own defaults for the keys a config leaves null: YOLO-family heads take Ultralytics' predict values
+# (conf 0.25, iou 0.7, max_det 300), so results compare with what `yolo predict` shows.
+_YOLO = {"score_threshold": 0.25, "iou_threshold": 0.7, "max_detections": 300}
+DEFAULTS: Dict[str, Dict[str, float]] = {
+    "blazeface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 100},
+    "classify": {"score_threshold": 0.0, "iou_threshold": 0.0, "max_detections": 1},
+    **{t: _YOLO for t in ("yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo")},
+}
+
 
 def load_labels(cfg: Any) -> List[str]:
     labels = cfg.task.labels
@@ -77,19 +97,25 @@ def load_labels(cfg: Any) -> List[str]:
         raise ConfigError(f"{cfg.name_of('task.labels')}: cannot read {path} ({exc.strerror or exc})") from None
 
 
-def create_postprocessor(cfg: Any, outputs: List[TensorInfo], spec: PreprocessSpec) -> Postprocessor:
-    task = cfg.task
-    labels = load_labels(cfg)
-    if task.type == "blazeface":
-        from edge.runtime.postprocess.blazeface import BlazeFace
+def resolved_task(task: Any, kind: str) -> Any:
+    """The task with its null thresholds filled by the decoder's defaults."""
+    fill = {k: v for k, v in DEFAULTS[kind].items() if getattr(task, k, None) is None}
+    if dataclasses.is_dataclass(task):
+        return dataclasses.replace(task, type=kind, **fill)
+    copy = type(task)(**vars(task)) if hasattr(task, "__dict__") else task
+    for k, v in {"type": kind, **fill}.items():
+        setattr(copy, k, v)
+    return copy
 
-        return BlazeFace(task, outputs, spec, labels or ["face"])
-    if task.type == "yolo":
-        from edge.runtime.postprocess.yolo import Yolo
 
-        return Yolo(task, outputs, labels)
-    if task.type == "classify":
-        from edge.runtime.postprocess.classify import Classify
+def create_postprocessor(
+    cfg: Any, outputs: List[TensorInfo], spec: PreprocessSpec, metadata: Optional[Any] = None
+) -> Postprocessor:
+    """The decoder for ``cfg.task`` (recognised from the outputs when ``task.type`` is auto). ``metadata``: what the
+    model file says of itself (``edge.metadata.ModelMetadata``), for Ultralytics exports."""
+    from edge.runtime.postprocess import heads
 
-        return Classify(task, outputs, labels)
-    raise ConfigError(f"key 'task.type': unknown task {task.type!r}")  # pragma: no cover - the schema allows only the above
+    labels = load_labels(cfg) or (list(metadata.names) if metadata is not None and metadata.names else [])
+    key = cfg.name_of("task.type") if hasattr(cfg, "name_of") else "key 'task.type'"
+    head = heads.choose(cfg.task, outputs, spec, labels, metadata, key)
+    return heads.build(head, resolved_task(cfg.task, head.kind), outputs, spec, labels)

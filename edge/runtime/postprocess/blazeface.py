@@ -8,8 +8,9 @@ import numpy as np
 
 from edge.errors import ConfigError
 from edge.runtime.backends import TensorInfo
-from edge.runtime.postprocess import Detection, Result
-from edge.runtime.postprocess.nms import nms
+from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.boxes import as_float, nms
+from edge.runtime.postprocess.detect import detections
 from edge.runtime.preprocess import PreprocessSpec, Transform
 
 
@@ -45,11 +46,11 @@ class BlazeFace:
         self.logit_threshold = float(np.log(t / (1 - t)))
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
-        logits = np.concatenate([out[n].reshape(-1) for n in self.score_names])
+        logits = np.concatenate([as_float(n, out[n]).reshape(-1) for n in self.score_names])
         keep = np.nonzero(logits > self.logit_threshold)[0]
         if keep.size == 0:
             return Result()
-        reg = np.concatenate([out[n].reshape(-1, 16) for n in self.box_names])[keep]
+        reg = np.concatenate([as_float(n, out[n]).reshape(-1, 16) for n in self.box_names])[keep]
         scores = 1.0 / (1.0 + np.exp(-logits[keep]))
         # Offsets are in input pixels relative to the anchor centre; sizes in input pixels.
         centre = self.anchors[keep] * self.size + reg[:, 0:2]
@@ -57,11 +58,4 @@ class BlazeFace:
         boxes = np.concatenate([centre - half, centre + half], axis=1)
         kps = self.anchors[keep, None, :] * self.size + reg[:, 4:16].reshape(-1, 6, 2)
         idx = nms(boxes, scores, self.task.iou_threshold, self.task.max_detections)
-        frame_boxes = tf.to_frame(boxes[idx])
-        frame_kps = tf.to_frame(kps[idx].reshape(len(idx), 12))
-        return Result(
-            detections=[
-                Detection(frame_boxes[j].tolist(), float(scores[i]), 0, self.label, frame_kps[j].reshape(6, 2).tolist())
-                for j, i in enumerate(idx)
-            ]
-        )
+        return detections(boxes[idx], scores[idx], np.zeros(len(idx), np.int64), tf, [self.label], kps[idx])

@@ -6,9 +6,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from edge.errors import ConfigError
-from edge.runtime.backends import TensorInfo
 from edge.runtime.postprocess import Classification, Result
+from edge.runtime.postprocess.boxes import as_float
 from edge.runtime.preprocess import Transform
 
 
@@ -18,18 +17,12 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 
 class Classify:
-    def __init__(self, task: Any, outputs: List[TensorInfo], labels: List[str]) -> None:
-        if len(outputs) != 1:
-            shown = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs[:4])
-            raise ConfigError(
-                f"key 'task.type': classify reads one output of class scores, the model has {len(outputs)} ({shown}); "
-                "is it a detector (task.type: blazeface or yolo)?"
-            )
-        self.name = outputs[0].name
+    def __init__(self, task: Any, output: str, labels: List[str]) -> None:
+        self.name = output
         self.task, self.labels = task, labels
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
-        scores = out[self.name].reshape(-1).astype(np.float32)
+        scores = as_float(self.name, out[self.name]).reshape(-1)
         mode = self.task.softmax
         # "auto": outputs that are not already a distribution are logits.
         if mode == "yes" or (mode == "auto" and (scores.min() < 0 or abs(float(scores.sum()) - 1.0) > 1e-3)):

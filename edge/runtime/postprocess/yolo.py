@@ -1,64 +1,100 @@
-"""YOLO-family heads: v5 (1, N, 5 + C) with objectness, v8 (1, 4 + C, N) without. Boxes are cx, cy, w, h in input pixels."""
+"""YOLO heads that need NMS, one decoder per layout of the raw head output (boxes cx, cy, w, h in input pixels):
+
+- ``v8``: Ultralytics v8/v11 ``[1, 4 + C, N]`` (no objectness), also the detection part of -seg and -pose heads;
+- ``v8t``: the same transposed, ``[1, N, 4 + C]`` (exports that add a transpose for TensorRT or DeepStream);
+- ``v5``: YOLOv5/v7 ``[1, N, 5 + C]``, objectness then class probabilities (score = objectness x class);
+- ``yolox``: YOLOX exported without its decoder, ``[1, N, 5 + C]`` with offsets on a grid of strides 8, 16, 32
+  (x, y in cells, log w, h), objectness and class probabilities.
+
+-seg adds mask coefficients after the class scores and a prototype output; -pose adds keypoints (x, y[, visibility])
+after one class score.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from edge.errors import ConfigError
-from edge.runtime.backends import TensorInfo
-from edge.runtime.postprocess import Detection, Result
-from edge.runtime.postprocess.nms import nms
+from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.boxes import as_float, candidates, suppress, xywh_to_xyxy
+from edge.runtime.postprocess.detect import detections
+from edge.runtime.postprocess.masks import ProtoMasks
 from edge.runtime.preprocess import Transform
 
 
-def decode(pred: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(boxes x1y1x2y2, best class score, class id) for every candidate of one image's raw head output."""
-    if layout == "v8":
-        pred = pred.T  # (4 + C, N) -> (N, 4 + C)
-        cls = pred[:, 4:]
-    else:
-        cls = pred[:, 5:] * pred[:, 4:5]  # class confidence = objectness x class probability
-    class_id = cls.argmax(axis=1)
-    score = cls[np.arange(len(cls)), class_id]
-    cx, cy, w, h = pred[:, 0], pred[:, 1], pred[:, 2], pred[:, 3]
-    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-    return boxes, score, class_id
-
-
-def guess_layout(shape: tuple) -> str:
-    """v8 exports put the (small) attribute axis first, v5 exports put the (large) candidate axis first."""
-    return "v8" if shape[1] < shape[2] else "v5"
+def grid(width: int, height: int, strides: List[int]) -> tuple:
+    """YOLOX's cell origins (N, 2) and strides (N,), row-major per stride, strides in output order."""
+    cells, steps = [], []
+    for s in strides:
+        ys, xs = np.meshgrid(np.arange(-(-height // s)), np.arange(-(-width // s)), indexing="ij")
+        cells.append(np.stack([xs.ravel(), ys.ravel()], axis=1))
+        steps.append(np.full(xs.size, s))
+    return np.concatenate(cells).astype(np.float32), np.concatenate(steps).astype(np.float32)
 
 
 class Yolo:
-    def __init__(self, task: Any, outputs: List[TensorInfo], labels: List[str]) -> None:
-        head = outputs[0]
-        if len(head.shape) != 3:
-            raise ConfigError(
-                f"task 'yolo': expected a (1, N, 5+C) or (1, 4+C, N) output, the model's first output {head.name!r} is {list(head.shape)}"
-            )
-        self.name = head.name
-        self.layout = task.yolo_layout
-        if self.layout == "auto":
-            if not all(isinstance(d, int) for d in head.shape[1:]):
-                raise ConfigError(f"task.yolo_layout: output {head.name!r} {list(head.shape)} is dynamic; set v5 or v8")
-            self.layout = guess_layout(head.shape)
-        self.task, self.labels = task, labels
+    """Raw YOLO heads (the layouts above), with masks for -seg and keypoints for -pose."""
+
+    def __init__(self, task: Any, head: Any, labels: List[str], width: int, height: int) -> None:
+        self.task, self.head, self.labels = task, head, labels
+        self.name, self.layout, self.classes = head.outputs["head"], head.layout, head.classes
+        self.proto = head.outputs.get("protos")
+        self.keypoints = head.keypoints  # (count, 2 or 3) for pose, else None
+        self.size = (width, height)
+        if self.layout == "yolox":
+            self.cells, self.strides = grid(width, height, list(head.strides))
+
+    def rows(self, pred: np.ndarray, idx: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """Attributes start:stop of candidates ``idx``, as (len(idx), stop - start)."""
+        if self.layout == "v8":
+            return pred[start:stop, idx].T
+        return pred[idx, start:stop]
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
-        boxes, score, class_id = decode(out[self.name][0].astype(np.float32, copy=False), self.layout)
-        keep = score >= self.task.score_threshold
-        boxes, score, class_id = boxes[keep], score[keep], class_id[keep]
-        idx = nms(boxes, score, self.task.iou_threshold, self.task.max_detections, classes=class_id)
-        frame_boxes = tf.to_frame(boxes[idx])
-        return Result(
-            detections=[
-                Detection(frame_boxes[j].tolist(), float(score[i]), int(class_id[i]), self._label(int(class_id[i])))
-                for j, i in enumerate(idx)
-            ]
-        )
+        pred = as_float(self.name, out[self.name][0])
+        c, conf = self.classes, self.task.score_threshold
+        if self.layout == "v8":
+            scores_all = pred[4 : 4 + c].max(axis=0) if c > 1 else pred[4]
+        elif self.layout == "v8t":
+            scores_all = pred[:, 4 : 4 + c].max(axis=1) if c > 1 else pred[:, 4]
+        else:  # objectness first: a score is at most its objectness, so only those above the threshold are multiplied
+            obj = pred[:, 4]
+            scores_all = np.zeros(len(pred), np.float32)
+            live = np.flatnonzero(obj > conf)
+            scores_all[live] = (pred[live, 5 : 5 + c] * obj[live, None]).max(axis=1)
+        idx = candidates(scores_all, conf)
+        first = 5 if self.layout in ("v5", "yolox") else 4
+        classes = self.rows(pred, idx, first, first + c).argmax(axis=1) if c > 1 else np.zeros(len(idx), np.int64)
+        xywh = self.rows(pred, idx, 0, 4).astype(np.float32, copy=True)
+        if self.layout == "yolox":
+            step = self.strides[idx, None]
+            xywh[:, 0:2] = (xywh[:, 0:2] + self.cells[idx]) * step
+            xywh[:, 2:4] = np.exp(np.minimum(xywh[:, 2:4], 30.0)) * step  # a huge log-size is a huge box, not inf
+        boxes, scores = xywh_to_xyxy(xywh), scores_all[idx]
+        keep = suppress(boxes, scores, classes, self.task)
+        boxes, scores, classes, idx = boxes[keep], scores[keep], classes[keep], idx[keep]
+        kps = kp_scores = None
+        if self.keypoints is not None:
+            count, dims = self.keypoints
+            k = self.rows(pred, idx, first + c, first + c + count * dims).reshape(len(idx), count, dims)
+            kps, kp_scores = k[:, :, :2], (k[:, :, 2] if dims == 3 else None)
+        mask_of = None
+        if self.proto is not None:
+            nm = self.head.mask_dims
+            protos = as_float(self.proto, out[self.proto][0])
+            coeffs = self.rows(pred, idx, first + c, first + c + nm)
+            masks = ProtoMasks(protos, coeffs, boxes, *self.size)
+            frame_boxes = tf.to_frame(boxes)
 
-    def _label(self, i: int) -> str:
-        return self.labels[i] if i < len(self.labels) else str(i)
+            def mask_of(i: int) -> Dict[str, Any]:
+                return masks.mask(i, frame_boxes[i], tf)
+
+        return detections(boxes, scores, classes, tf, self.labels, kps, kp_scores, mask_of)
+
+
+def head_rows(shape: tuple, layout: str) -> Optional[int]:
+    """How many values each candidate has in a raw head of ``shape`` read in ``layout``."""
+    if len(shape) != 3:
+        return None
+    return shape[1] if layout == "v8" else shape[2]

@@ -1,0 +1,82 @@
+"""Heads whose graph already decoded the boxes (corners x1, y1, x2, y2 in input pixels):
+
+- ``yolo_end2end``: one ``[1, K, 6]`` output of x1, y1, x2, y2, score, class, already one box per object (YOLOv10,
+  Ultralytics' end2end heads, YOLO26): no NMS, only the score threshold and the cap;
+- ``nms_plugin``: TensorRT's NMS plugins inside the engine, four outputs: a count, boxes, scores and classes
+  (EfficientNMS_TRT: num_detections, detection_boxes, detection_scores, detection_classes; YOLOv7's ``--end2end``:
+  num_dets, det_boxes, det_scores, det_classes; BatchedNMS: num_detections, nmsed_boxes, nmsed_scores,
+  nmsed_classes with classes as floats): the first ``count`` rows are the detections;
+- ``deepstream_yolo``: DeepStream-Yolo's exports, *before* NMS: ``[B, N, 6]`` (x1, y1, x2, y2, score, class) or the
+  older three outputs boxes ``[B, N, 4]``, scores ``[B, N, 1]``, classes ``[B, N, 1]``: NMS runs here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from edge.errors import RunFailed
+from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.boxes import as_float, candidates, suppress
+from edge.runtime.postprocess.detect import detections
+from edge.runtime.preprocess import Transform
+
+
+def class_ids(name: str, values: np.ndarray, classes: int) -> np.ndarray:
+    """Class ids from an output that may hold them as floats (BatchedNMS, DeepStream-Yolo); a value that is not a
+    whole number in range means the output was read wrong, and is refused."""
+    ids = np.rint(values).astype(np.int64)
+    if len(values) and (np.abs(values - ids).max() > 1e-3 or ids.min() < 0 or (classes and ids.max() >= classes)):
+        bad = values[np.argmax(np.abs(values - ids) > 1e-3)] if np.abs(values - ids).max() > 1e-3 else ids.max()
+        raise RunFailed(
+            f"output '{name}' gives class {bad!r}, not a class id 0..{max(classes - 1, 0) or 'C-1'}: this is not the "
+            "layout task.type says; check task.type and task.labels"
+        )
+    return ids
+
+
+def _scaled(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Boxes in input pixels: an NMS plugin fed normalised boxes returns them normalised (every corner within 0..1)."""
+    if len(boxes) and boxes.min() >= -1e-3 and boxes.max() <= 1.0 + 1e-3:
+        return boxes * np.array([width, height, width, height], np.float32)
+    return boxes
+
+
+class Decoded:
+    """Boxes the graph decoded: with NMS already done (``yolo_end2end``, ``nms_plugin``) or not (``deepstream_yolo``)."""
+
+    def __init__(self, task: Any, head: Any, labels: List[str], width: int, height: int) -> None:
+        self.task, self.head, self.labels, self.size = task, head, labels, (width, height)
+        self.kind, self.names = head.kind, head.outputs
+
+    def rows(self, out: Dict[str, np.ndarray]) -> tuple:
+        """(boxes (N, 4), scores (N,), classes (N,)) of the first image, before thresholds."""
+        n = self.names
+        if "rows" in n:  # one [B, N, 6] output
+            rows = as_float(n["rows"], out[n["rows"]][0])
+            return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes)
+        boxes = as_float(n["boxes"], out[n["boxes"]][0]).reshape(-1, 4)
+        scores = as_float(n["scores"], out[n["scores"]][0]).reshape(-1)
+        classes = class_ids(n["classes"], as_float(n["classes"], out[n["classes"]][0]).reshape(-1), self.head.classes)
+        if "count" in n:
+            count = int(np.asarray(out[n["count"]]).reshape(-1)[0])
+            if not 0 <= count <= len(boxes):
+                raise RunFailed(
+                    f"output '{n['count']}' says {count} detections but '{n['boxes']}' holds {len(boxes)}; not an NMS "
+                    "plugin's outputs: check task.type"
+                )
+            boxes, scores, classes = boxes[:count], scores[:count], classes[:count]
+        return boxes, scores, classes
+
+    def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
+        boxes, scores, classes = self.rows(out)
+        if self.kind == "nms_plugin":
+            boxes = _scaled(boxes, *self.size)
+        idx = candidates(scores, self.task.score_threshold)
+        boxes, scores, classes = boxes[idx], scores[idx], classes[idx]
+        if self.kind == "deepstream_yolo":
+            keep = suppress(boxes, scores, classes, self.task)
+        else:  # one box per object already: best first, capped
+            keep = np.arange(min(len(idx), self.task.max_detections))
+        return detections(boxes[keep], scores[keep], classes[keep], tf, self.labels)

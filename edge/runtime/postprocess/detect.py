@@ -1,0 +1,44 @@
+"""What every detector shares after its own decoding: kept candidates to ``Detection`` objects in frame pixels."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from edge.runtime.postprocess import Detection, Result
+from edge.runtime.postprocess.boxes import visible
+from edge.runtime.preprocess import Transform
+
+
+def label_of(labels: List[str], i: int) -> str:
+    return labels[i] if 0 <= i < len(labels) else str(i)
+
+
+def detections(
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    tf: Transform,
+    labels: List[str],
+    keypoints: Optional[np.ndarray] = None,
+    keypoint_scores: Optional[np.ndarray] = None,
+    mask_of: Optional[Callable[[int], Dict[str, Any]]] = None,
+) -> Result:
+    """Boxes (K, 4) and keypoints (K, P, 2) in input pixels, best first, to a Result in frame pixels. Boxes are
+    clipped to the frame; one left with no area (it lay in the letterbox padding, or had zero width) is dropped.
+    ``mask_of(i)`` makes candidate i's mask, only for the boxes kept."""
+    frame_boxes = tf.to_frame(boxes)
+    keep = np.flatnonzero(visible(frame_boxes))
+    frame_kps = tf.to_frame(keypoints.reshape(len(keypoints), keypoints.shape[1] * 2)) if keypoints is not None else None
+    out = []
+    for i in keep:
+        d = Detection(frame_boxes[i].tolist(), float(scores[i]), int(classes[i]), label_of(labels, int(classes[i])))
+        if frame_kps is not None:
+            d.keypoints = frame_kps[i].reshape(-1, 2).tolist()
+        if keypoint_scores is not None:
+            d.keypoint_scores = keypoint_scores[i].tolist()
+        if mask_of is not None:
+            d.mask = mask_of(int(i))
+        out.append(d)
+    return Result(detections=out)

@@ -1,0 +1,314 @@
+"""Which decoder reads a model's outputs: the one ``task.type`` names, checked against the outputs, or (``auto``) the
+one the outputs and the file's metadata leave, with a refusal in one line when none or several fit.
+
+Each ``_fit_*`` looks at the outputs (count, ranks, shapes, names, dtypes) and returns a ``Head`` (what to read where)
+or the reason it does not fit. Shapes alone are sometimes ambiguous: ``[1, 8400, 6]`` is DeepStream-Yolo's pre-NMS
+rows, a two-class transposed v8 head, or a one-class YOLOX head; the number of classes (``task.labels`` or the
+metadata's names) and the number of grid cells for the input size settle most cases, and ``auto`` refuses the rest
+rather than guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from edge.errors import ConfigError
+from edge.runtime.backends import TensorInfo
+from edge.runtime.preprocess import PreprocessSpec
+
+STRIDES = (8, 16, 32)
+STRIDES_P6 = (8, 16, 32, 64)
+MAX_END2END = 1000  # an end-to-end head keeps at most a few hundred boxes; a pre-NMS output has thousands
+YOLO_LAYOUTS = ("v8", "v8t", "v5", "yolox")
+
+
+@dataclass
+class Head:
+    kind: str  # the task.type that decodes it
+    outputs: Dict[str, str] = field(default_factory=dict)  # role ("head", "protos", "boxes", ...) -> output name
+    layout: str = ""  # yolo: one of YOLO_LAYOUTS
+    classes: int = 0
+    mask_dims: int = 0  # yolo_seg: mask coefficients per candidate
+    keypoints: Optional[Tuple[int, int]] = None  # yolo_pose: (count, 2 or 3)
+    strides: Tuple[int, ...] = STRIDES
+
+    def describe(self) -> str:
+        what = self.kind + (f" {self.layout}" if self.layout else "")
+        parts = [f"{self.classes} classes"] if self.classes else []
+        if self.keypoints:
+            parts.append(f"{self.keypoints[0]} keypoints")
+        if self.mask_dims:
+            parts.append(f"{self.mask_dims} mask coefficients")
+        return what + (f" ({', '.join(parts)})" if parts else "")
+
+
+Fit = Union[Head, str]
+
+
+def shown(outputs: List[TensorInfo]) -> str:
+    return ", ".join(f"{t.name} {[d if isinstance(d, int) else '?' for d in t.shape]}" for t in outputs[:8]) + (
+        f" and {len(outputs) - 8} more" if len(outputs) > 8 else ""
+    )
+
+
+def _static(d: Any) -> bool:
+    return isinstance(d, int) and d > 0
+
+
+def cells(spec: PreprocessSpec, strides: Tuple[int, ...]) -> int:
+    return sum(-(-spec.height // s) * -(-spec.width // s) for s in strides)
+
+
+class Context:
+    """What the fits look at besides the outputs."""
+
+    def __init__(self, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec, labels: List[str], meta: Any) -> None:
+        self.task, self.outputs, self.spec, self.meta = task, outputs, spec, meta
+        self.classes: Optional[int] = len(labels) if labels else None
+        kp = getattr(task, "keypoints", None) or (meta.kpt_shape if meta is not None else None)
+        self.keypoints: Optional[Tuple[int, int]] = tuple(kp) if kp else None  # type: ignore[assignment]
+        self.layout = getattr(task, "yolo_layout", "auto")
+
+    def classes_ok(self, n: int) -> bool:
+        return n >= 1 and (self.classes is None or self.classes == n)
+
+    def class_note(self, n: int) -> str:
+        return f"it would have {n} classes but task.labels / the metadata name {self.classes}"
+
+
+def _fit_classify(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    if len(outs) != 1:
+        return f"classify reads one output of class scores, the model has {len(outs)}"
+    dims = outs[0].shape[1:]
+    if not dims or not all(_static(d) for d in dims) or sum(d > 1 for d in dims) != 1:
+        return f"classify needs one output of scores like [1, C], got {shown(outs)}"
+    return Head("classify", {"scores": outs[0].name}, classes=max(dims))
+
+
+def _fit_blazeface(ctx: Context) -> Fit:
+    grids = ctx.task.anchor_grids
+    scores = [t for t in ctx.outputs if len(t.shape) == 3 and t.shape[-1] == 1]
+    regs = [t for t in ctx.outputs if len(t.shape) == 3 and t.shape[-1] == 16]
+    sizes = [per * c * c for c, per in grids]
+    if not scores or len(scores) + len(regs) != len(ctx.outputs) or len(regs) != len(scores):
+        return "blazeface reads pairs of score [1, k, 1] and regressor [1, k, 16] outputs"
+    if [t.shape[1] for t in scores] != sizes:
+        return (
+            f"blazeface with task.anchor_grids {grids} expects {sizes} anchors, the outputs have {[t.shape[1] for t in scores]}"
+        )
+    return Head("blazeface")
+
+
+def _grid_counts(ctx: Context) -> Tuple[int, ...]:
+    return tuple(cells(ctx.spec, s) for s in (STRIDES, STRIDES_P6))
+
+
+def _raw_head(ctx: Context, extra: int, kind: str) -> Fit:
+    """A raw YOLO head (one rank-3 output) with ``extra`` values per candidate after the class scores."""
+    heads = [t for t in ctx.outputs if len(t.shape) == 3]
+    if len(heads) != 1:
+        return f"{kind} reads one [1, 4+C, N] or [1, N, 5+C] output, the model has {len(heads)} of rank 3"
+    t = heads[0]
+    _, a, b = t.shape
+    g3, g6 = _grid_counts(ctx)
+    options: List[Head] = []
+    want = ctx.layout if ctx.layout != "auto" else None
+    if _static(a) and (not _static(b) or a < b):  # attributes first: v8
+        c = a - 4 - extra
+        if want in (None, "v8") and ctx.classes_ok(c):
+            options.append(Head(kind, {"head": t.name}, "v8", c))
+        elif want in (None, "v8"):
+            return ctx.class_note(c) if c >= 1 else f"{t.name} {list(t.shape)} has no room for class scores"
+    if _static(b) and (not _static(a) or b < a):  # candidates first: v8t, v5 or yolox
+        n = a if _static(a) else None
+        for layout, c in (("v8t", b - 4 - extra), ("v5", b - 5 - extra), ("yolox", b - 5 - extra)):
+            if want not in (None, layout) or not ctx.classes_ok(c):
+                continue
+            if want is None and n is not None:
+                # anchor-based v5/v7 have three anchors per cell (or one, decoded YOLOX); v8t and raw YOLOX one per cell
+                counts = (g3, g6, 3 * g3, 3 * g6) if layout == "v5" else (g3, g6)
+                if n not in counts:
+                    continue
+            if want is None and extra and layout != "v8t":
+                continue  # -seg and -pose exports put attributes first
+            strides = STRIDES_P6 if n == g6 and layout == "yolox" else STRIDES
+            options.append(Head(kind, {"head": t.name}, layout, c, strides=strides))
+        if want == "yolox" and n is not None and n not in (g3, g6):
+            return f"yolo_layout yolox needs one candidate per grid cell ({g3} at {ctx.spec.width}x{ctx.spec.height}), {t.name} has {n}"
+    if not options:
+        return f"{t.name} {list(t.shape)} fits no YOLO layout" + (f" with {ctx.classes} classes" if ctx.classes else "")
+    if len(options) > 1:
+        return options[0] if all(o.layout == options[0].layout for o in options) else _ambiguous(options)
+    return options[0]
+
+
+def _ambiguous(options: List[Head]) -> str:
+    return "ambiguous: it reads as " + " or as ".join(o.describe() for o in options) + "; set task.yolo_layout or task.labels"
+
+
+def _fit_yolo(ctx: Context) -> Fit:
+    if len(ctx.outputs) != 1:
+        return f"yolo reads one head output, the model has {len(ctx.outputs)}"
+    return _raw_head(ctx, 0, "yolo")
+
+
+def _fit_seg(ctx: Context) -> Fit:
+    protos = [t for t in ctx.outputs if len(t.shape) == 4]
+    if len(ctx.outputs) != 2 or len(protos) != 1 or not _static(protos[0].shape[1]):
+        return "yolo_seg reads a head [1, 4+C+32, N] and prototypes [1, 32, H/4, W/4]"
+    nm = protos[0].shape[1]
+    rest = [t for t in ctx.outputs if t is not protos[0]]
+    head = _raw_head(Context(ctx.task, rest, ctx.spec, [""] * ctx.classes if ctx.classes else [], ctx.meta), nm, "yolo_seg")
+    if isinstance(head, Head):
+        head.outputs["protos"], head.mask_dims = protos[0].name, nm
+    return head
+
+
+def _fit_pose(ctx: Context) -> Fit:
+    if len(ctx.outputs) != 1:
+        return f"yolo_pose reads one head output, the model has {len(ctx.outputs)}"
+    if ctx.keypoints is None and ctx.task.type == "auto":
+        return "yolo_pose needs the keypoint layout: task.keypoints or the metadata's kpt_shape"
+    count, dims = ctx.keypoints or (17, 3)  # COCO's 17 keypoints with visibility, Ultralytics' default
+    head = _raw_head(ctx, count * dims, "yolo_pose")
+    if isinstance(head, Head):
+        head.keypoints = (count, dims)
+    return head
+
+
+def _fit_end2end(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    if len(outs) != 1 or len(outs[0].shape) != 3 or outs[0].shape[2] != 6:
+        return "yolo_end2end reads one [1, K, 6] output (x1, y1, x2, y2, score, class)"
+    k = outs[0].shape[1]
+    if _static(k) and k > MAX_END2END:
+        return f"{outs[0].name} has {k} rows: too many for boxes after NMS (DeepStream-Yolo's pre-NMS output? task.type deepstream_yolo)"
+    return Head("yolo_end2end", {"rows": outs[0].name}, classes=ctx.classes or 0)
+
+
+def _role(names: List[TensorInfo], words: Tuple[str, ...]) -> Optional[TensorInfo]:
+    found = [t for t in names if any(w in t.name.lower() for w in words)]
+    return found[0] if len(found) == 1 else None
+
+
+def _fit_nms_plugin(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    if len(outs) != 4:
+        return f"nms_plugin reads four outputs (count, boxes, scores, classes), the model has {len(outs)}"
+    roles = {
+        "count": _role(outs, ("num_det", "num_dets", "num")),
+        "boxes": _role(outs, ("box",)),
+        "scores": _role(outs, ("score",)),
+        "classes": _role(outs, ("class", "label")),
+    }
+    missing = [r for r, t in roles.items() if t is None]
+    if missing:
+        return f"nms_plugin could not tell which output holds the {' and '.join(missing)} (names: {shown(outs)})"
+    boxes, scores = roles["boxes"], roles["scores"]
+    if len(boxes.shape) != 3 or boxes.shape[2] != 4 or len(scores.shape) not in (2, 3):  # type: ignore[union-attr]
+        return f"nms_plugin expects boxes [B, K, 4] and scores [B, K], got {shown(outs)}"
+    return Head("nms_plugin", {r: t.name for r, t in roles.items()}, classes=ctx.classes or 0)  # type: ignore[union-attr]
+
+
+def _fit_deepstream(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    g3, g6 = _grid_counts(ctx)
+    if len(outs) == 1:
+        t = outs[0]
+        if len(t.shape) != 3 or t.shape[2] != 6:
+            return "deepstream_yolo reads [B, N, 6] (x1, y1, x2, y2, score, class) or boxes, scores and classes"
+        if _static(t.shape[1]) and t.shape[1] <= MAX_END2END:
+            return f"{t.name} has {t.shape[1]} rows, as many as boxes after NMS (an end-to-end head? task.type yolo_end2end)"
+        return Head("deepstream_yolo", {"rows": t.name}, classes=ctx.classes or 0)
+    roles = {"boxes": _role(outs, ("box",)), "scores": _role(outs, ("score",)), "classes": _role(outs, ("class", "label"))}
+    if len(outs) != 3 or any(t is None for t in roles.values()):
+        return "deepstream_yolo reads [B, N, 6] or three outputs named boxes, scores and classes"
+    return Head("deepstream_yolo", {r: t.name for r, t in roles.items()}, classes=ctx.classes or 0)  # type: ignore[union-attr]
+
+
+FITS: Dict[str, Callable[[Context], Fit]] = {
+    "yolo": _fit_yolo,
+    "yolo_seg": _fit_seg,
+    "yolo_pose": _fit_pose,
+    "yolo_end2end": _fit_end2end,
+    "nms_plugin": _fit_nms_plugin,
+    "deepstream_yolo": _fit_deepstream,
+    "blazeface": _fit_blazeface,
+    "classify": _fit_classify,
+}
+# Ultralytics' metadata task -> the types that decode it.
+_META_TASKS = {
+    "detect": ("yolo", "yolo_end2end"),
+    "segment": ("yolo_seg",),
+    "pose": ("yolo_pose",),
+    "classify": ("classify",),
+}
+
+
+def choose(
+    task: Any,
+    outputs: List[TensorInfo],
+    spec: PreprocessSpec,
+    labels: List[str],
+    meta: Any = None,
+    key: str = "key 'task.type'",
+) -> Head:
+    """The head to decode, or a ConfigError naming the outputs and the types that would fit. ``key`` names task.type
+    as the user gave it (a flag, or a key in a file)."""
+    ctx = Context(task, outputs, spec, labels, meta)
+    declared = task.type
+    if declared != "auto":
+        fit = FITS[declared](ctx)
+        if isinstance(fit, Head):
+            return fit
+        others = [k for k, f in FITS.items() if k != declared and isinstance(f(ctx), Head)]
+        hint = f"task.type {' or '.join(others)} fits them" if others else "no decoder edge has fits them"
+        raise ConfigError(f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: {fit}; {hint}")
+    meta_task = getattr(meta, "task", None)
+    if meta_task == "obb":
+        raise ConfigError(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
+    kinds = _META_TASKS.get(meta_task, tuple(FITS)) if meta_task else tuple(FITS)
+    if getattr(meta, "end2end", None):
+        kinds = tuple(k for k in kinds if k == "yolo_end2end") or kinds
+    fits = {k: FITS[k](ctx) for k in kinds}
+    heads = [f for f in fits.values() if isinstance(f, Head)]
+    ambiguous = [f"{k} ({r})" for k, r in fits.items() if isinstance(r, str) and r.startswith("ambiguous")]
+    if len(heads) == 1 and not ambiguous:
+        return heads[0]
+    if heads or ambiguous:
+        raise ConfigError(
+            f"{key}: not set (auto), and the outputs {shown(outputs)} fit "
+            + " and ".join([h.describe() for h in heads] + ambiguous)
+            + "; set task.type (and task.labels or task.yolo_layout)"
+        )
+    raise ConfigError(
+        f"{key}: not set (auto), and the outputs {shown(outputs)} fit none of edge's decoders; "
+        f"set task.type to one of {', '.join(FITS)} (docs/models.md shows each head's outputs)"
+    )
+
+
+def build(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec, labels: List[str]) -> Any:
+    """The decoder object for ``head``; its ``head_info`` says which, for the start-up line."""
+    decoder = _decoder(head, task, outputs, spec, labels)
+    decoder.head_info = head.describe()
+    return decoder
+
+
+def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec, labels: List[str]) -> Any:
+    if head.kind == "blazeface":
+        from edge.runtime.postprocess.blazeface import BlazeFace
+
+        return BlazeFace(task, outputs, spec, labels or ["face"])
+    if head.kind == "classify":
+        from edge.runtime.postprocess.classify import Classify
+
+        return Classify(task, head.outputs["scores"], labels)
+    if head.kind in ("yolo", "yolo_seg", "yolo_pose"):
+        from edge.runtime.postprocess.yolo import Yolo
+
+        return Yolo(task, head, labels, spec.width, spec.height)
+    from edge.runtime.postprocess.decoded import Decoded
+
+    return Decoded(task, head, labels, spec.width, spec.height)

@@ -1,0 +1,342 @@
+"""Every decoder on outputs of its own layout: no detection, one, many, NaN, a wrong declared type; head recognition.
+
+The expected detections come from a plain greedy NMS written here from its definition (sort by score, keep a box
+unless a kept box of its class overlaps it above the IoU threshold), not from edge's vectorised core; the
+whole-path tests run edge-run on ONNX models whose outputs are those arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edge.config import TaskConfig
+from edge.errors import ConfigError, RunFailed
+from edge.runtime.backends import TensorInfo
+from edge.runtime.postprocess import heads, resolved_task
+from edge.runtime.preprocess import PreprocessSpec, plan_resize
+from tests.conftest import run_cli
+from tests.headmodels import constant_model
+
+SPEC = PreprocessSpec(640, 640)
+CELLS = 80 * 80 + 40 * 40 + 20 * 20  # strides 8, 16, 32 at 640
+
+
+def infos(outputs):
+    return [TensorInfo(n, v.shape, v.dtype) for n, v in outputs.items()]
+
+
+def decoder(outputs, labels=(), spec=SPEC, **task):
+    t = TaskConfig(**task)
+    head = heads.choose(t, infos(outputs), spec, list(labels))
+    return heads.build(head, resolved_task(t, head.kind), infos(outputs), spec, list(labels))
+
+
+def identity(spec=SPEC):
+    return plan_resize(spec, spec.width, spec.height)[2]
+
+
+# -- raw outputs per layout, from (cx, cy, w, h, score, class) candidates ------------------------------------------
+
+
+def v8(cands, classes=80, n=CELLS, extra=0):
+    out = np.zeros((4 + classes + extra, n), np.float32)
+    for i, (cx, cy, w, h, s, c) in enumerate(cands):
+        out[:4, i] = cx, cy, w, h
+        out[4 + c, i] = s
+    return out[None]
+
+
+def v5(cands, classes=80, n=3 * CELLS):
+    out = np.zeros((n, 5 + classes), np.float32)
+    for i, (cx, cy, w, h, s, c) in enumerate(cands):
+        out[i, :5] = cx, cy, w, h, 1.0
+        out[i, 5 + c] = s
+    return out[None]
+
+
+def corners(cands):
+    return [(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, s, c) for cx, cy, w, h, s, c in cands]
+
+
+def oracle(rows, conf, iou_thr, max_det, agnostic=False):
+    """Greedy NMS from its definition, one box at a time, in plain Python."""
+
+    def iou(a, b):
+        w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+        h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+        inter = w * h
+        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+        return inter / union if union > 0 else 0.0
+
+    kept = []
+    for r in sorted((r for r in rows if r[4] > conf), key=lambda r: -r[4]):
+        if all((not agnostic and k[5] != r[5]) or iou(k, r) <= iou_thr for k in kept):
+            kept.append(r)
+        if len(kept) == max_det:
+            break
+    return kept
+
+
+def as_rows(result):
+    return [(*d.box, d.score, d.class_id) for d in result.detections]
+
+
+def assert_same(got, want):
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[:4], w[:4], atol=1e-3)
+        assert abs(g[4] - w[4]) < 1e-5 and g[5] == w[5]
+
+
+# -- a frame with no detections is a valid result for every head ---------------------------------------------------
+
+EMPTY = {
+    "yolo v8": ({"output0": v8([])}, {}),
+    "yolo v5": ({"output0": v5([])}, {}),
+    "yolo v8t": ({"output0": np.ascontiguousarray(v8([])[0].T[None])}, {}),
+    "yolo_seg": ({"output0": v8([], extra=32), "output1": np.zeros((1, 32, 160, 160), np.float32)}, {}),
+    "yolo_pose": ({"output0": v8([], classes=1, extra=51)}, {"type": "yolo_pose"}),
+    "yolo_end2end": ({"output0": np.zeros((1, 300, 6), np.float32)}, {}),
+    "nms_plugin": (
+        {
+            "num_dets": np.zeros((1, 1), np.int32),
+            "det_boxes": np.zeros((1, 100, 4), np.float32),
+            "det_scores": np.zeros((1, 100), np.float32),
+            "det_classes": np.zeros((1, 100), np.int32),
+        },
+        {},
+    ),
+    "deepstream_yolo": ({"output": np.zeros((1, CELLS, 6), np.float32)}, {"type": "deepstream_yolo"}),
+    "deepstream_yolo 3": (
+        {
+            "boxes": np.zeros((1, CELLS, 4), np.float32),
+            "scores": np.zeros((1, CELLS, 1), np.float32),
+            "classes": np.zeros((1, CELLS, 1), np.float32),
+        },
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_a_frame_without_detections_is_an_empty_result_for_every_head(name):
+    outputs, task = EMPTY[name]
+    post = decoder(outputs, [f"c{i}" for i in range(80)] if "pose" not in name else ["person"], **task)
+    assert post.head_info.startswith(name.split()[0])
+    assert post(outputs, identity()).detections == []
+    # A letterboxed frame too: no boxes to map back is not an error (it was: reshape of an empty array).
+    assert post(outputs, plan_resize(SPEC, 1280, 720)[2]).to_dict() == {"detections": []}
+
+
+def test_edge_run_and_its_check_run_a_yolo_model_that_finds_nothing(tmp_path):
+    import cv2
+
+    model = constant_model(tmp_path / "nothing.onnx", {"output0": v8([])}, (1, 3, 640, 640))
+    cv2.imwrite(str(tmp_path / "frame.png"), np.full((480, 640, 3), 90, np.uint8))
+    check = run_cli("--model", str(model), "--check")
+    assert check.returncode == 0, check.stderr
+    assert "decoder yolo v8 (80 classes)" in check.stdout
+    results = tmp_path / "r.jsonl"
+    run = run_cli("--model", str(model), "--source", str(tmp_path / "frame.png"), "--results", str(results), "-q")
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line)["detections"] for line in results.read_text().splitlines()] == [[]]
+
+
+# -- the decoders against the plain oracle -------------------------------------------------------------------------
+
+box = st.tuples(
+    st.floats(20, 620), st.floats(20, 620), st.floats(1, 200), st.floats(1, 200), st.floats(0.0, 1.0), st.integers(0, 4)
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(box, max_size=40), st.sampled_from(["v8", "v5", "v8t"]), st.floats(0.05, 0.9), st.booleans())
+def test_raw_heads_keep_what_greedy_nms_keeps(cands, layout, iou_thr, agnostic):
+    cands = [(cx, cy, w, h, np.float32(s).item(), c) for cx, cy, w, h, s, c in cands]
+    raw = v5(cands, 5) if layout == "v5" else v8(cands, 5)
+    if layout == "v8t":
+        raw = np.ascontiguousarray(raw[0].T[None])
+    labels = [f"c{i}" for i in range(5)]
+    post = decoder({"out": raw}, labels, iou_threshold=iou_thr, score_threshold=0.25, agnostic_nms=agnostic)
+    assert post.layout == layout
+    want = oracle(corners(cands), 0.25, iou_thr, 300, agnostic)
+    # inside a 640 frame, nothing is clipped: same boxes; the letterbox only maps them
+    want = [w for w in want if min(w[2], 640) > max(w[0], 0) and min(w[3], 640) > max(w[1], 0)]
+    got = as_rows(post({"out": raw}, identity()))
+    clipped = [(max(a, 0), max(b, 0), min(c, 640), min(d, 640), s, k) for a, b, c, d, s, k in want]
+    assert_same(got, clipped)
+
+
+def test_the_score_threshold_is_strict_and_max_detections_caps_best_first():
+    cands = [(100 + 50 * i, 100, 20, 20, 0.5 - 0.01 * i, 0) for i in range(10)]
+    post = decoder({"out": v8(cands, 2)}, ["a", "b"], score_threshold=0.45, max_detections=3)
+    rows = as_rows(post({"out": v8(cands, 2)}, identity()))
+    assert [round(r[4], 2) for r in rows] == [0.5, 0.49, 0.48]  # 0.45 itself is not above 0.45
+    post = decoder({"out": v8(cands, 2)}, ["a", "b"], score_threshold=0.45)
+    assert len(post({"out": v8(cands, 2)}, identity()).detections) == 5
+
+
+def test_yolox_raw_offsets_decode_on_their_grid():
+    # stride 8 cell (col 3, row 2) and stride 32 cell (col 1, row 0), YOLOX's own decode: (xy + cell) * s, exp(wh) * s
+    raw = np.zeros((1, CELLS, 5 + 2), np.float32)
+    raw[0, 2 * 80 + 3, :7] = [0.5, 0.25, np.log(4), np.log(2), 0.9, 0.8, 0.1]
+    i32 = 80 * 80 + 40 * 40 + 0 * 20 + 1
+    raw[0, i32, :7] = [0.0, 0.5, 0.0, np.log(3), 0.8, 0.0, 0.7]
+    post = decoder({"o": raw}, ["a", "b"], yolo_layout="yolox", score_threshold=0.3)
+    rows = as_rows(post({"o": raw}, identity()))
+    cx, cy, w, h = (3 + 0.5) * 8, (2 + 0.25) * 8, 4 * 8, 2 * 8
+    cx2, cy2, w2, h2 = (1 + 0.0) * 32, (0 + 0.5) * 32, 1 * 32, 3 * 32
+    want = [
+        (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, 0.9 * 0.8, 0),
+        (cx2 - w2 / 2, 0, cx2 + w2 / 2, cy2 + h2 / 2, 0.8 * 0.7, 1),
+    ]
+    assert_same(got=rows, want=want)
+
+
+def test_end_to_end_rows_are_taken_as_they_are_without_nms():
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, 0] = [10, 10, 110, 110, 0.9, 3]
+    rows[0, 1] = [12, 12, 112, 112, 0.8, 3]  # overlaps the first: an end-to-end head means both
+    rows[0, 2] = [50, 50, 60, 60, 0.2, 1]  # below the default 0.25
+    post = decoder({"output0": rows}, [f"c{i}" for i in range(80)])
+    assert post.head_info.startswith("yolo_end2end")
+    assert_same(as_rows(post({"output0": rows}, identity())), [(10, 10, 110, 110, 0.9, 3), (12, 12, 112, 112, 0.8, 3)])
+
+
+@pytest.mark.parametrize(
+    "names,class_dtype",
+    [
+        (("num_detections", "detection_boxes", "detection_scores", "detection_classes"), np.int32),  # EfficientNMS_TRT
+        (("num_dets", "det_boxes", "det_scores", "det_classes"), np.int32),  # YOLOv7 --end2end
+        (("num_detections", "nmsed_boxes", "nmsed_scores", "nmsed_classes"), np.float32),  # BatchedNMS
+    ],
+)
+def test_nms_plugin_outputs_take_the_first_count_rows(names, class_dtype):
+    count, boxes, scores, classes = names
+    out = {
+        count: np.array([[2]], np.int32),
+        boxes: np.zeros((1, 100, 4), np.float32),
+        scores: np.zeros((1, 100), np.float32),
+        classes: np.zeros((1, 100), class_dtype),
+    }
+    out[boxes][0, :3] = [[10, 20, 30, 40], [100, 100, 200, 220], [1, 1, 5, 5]]
+    out[scores][0, :3] = [0.9, 0.6, 0.95]  # the third is past the count: padding, never a detection
+    out[classes][0, :3] = [7, 2, 1]
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    assert post.head_info.startswith("nms_plugin")
+    dets = post(out, identity()).detections
+    assert [(d.box, d.class_id, d.label) for d in dets] == [([10, 20, 30, 40], 7, "c7"), ([100, 100, 200, 220], 2, "c2")]
+
+
+def test_deepstream_yolo_rows_are_before_nms_and_get_it():
+    rows = np.zeros((1, CELLS, 6), np.float32)
+    rows[0, 0] = [10, 10, 110, 110, 0.9, 3]
+    rows[0, 1] = [12, 12, 112, 112, 0.8, 3]  # suppressed: same class, IoU 0.92
+    rows[0, 2] = [12, 12, 112, 112, 0.7, 4]  # kept: another class
+    post = decoder({"output": rows}, [f"c{i}" for i in range(80)])
+    assert post.head_info.startswith("deepstream_yolo")  # 80 labels leave no other reading of [1, 8400, 6]
+    assert_same(as_rows(post({"output": rows}, identity())), [(10, 10, 110, 110, 0.9, 3), (12, 12, 112, 112, 0.7, 4)])
+
+
+# -- outputs that are not float32, or not finite ---------------------------------------------------------------------
+
+
+def test_float16_outputs_decode_as_their_float32_values():
+    cands = [(100, 100, 40, 40, 0.75, 1), (300, 200, 60, 30, 0.5, 0)]
+    raw = v8(cands, 2)
+    post = decoder({"o": raw}, ["a", "b"])
+    assert as_rows(post({"o": raw.astype(np.float16)}, identity())) == as_rows(post({"o": raw}, identity()))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_output_is_refused_naming_it(bad):
+    raw = v8([(100, 100, 40, 40, 0.75, 1)], 2)
+    raw[0, 0, 5] = bad
+    post = decoder({"output0": raw}, ["a", "b"])
+    with pytest.raises(RunFailed, match="output 'output0' holds 1 NaN or infinite"):
+        post({"output0": raw}, identity())
+
+
+def test_float_class_ids_that_are_not_whole_numbers_are_refused():
+    rows = np.zeros((1, CELLS, 6), np.float32)
+    rows[0, 0] = [10, 10, 110, 110, 0.9, 0.37]  # a score where a class should be: read as the wrong layout
+    post = decoder({"output": rows}, [f"c{i}" for i in range(80)])
+    with pytest.raises(RunFailed, match="not a class id"):
+        post({"output": rows}, identity())
+
+
+# -- recognition ------------------------------------------------------------------------------------------------------
+
+PICODET = {
+    **{f"scores{s}": np.zeros((1, (800 // s) * (608 // s), 10), np.float32) for s in (8, 16, 32, 64)},
+    **{f"boxes{s}": np.zeros((1, (800 // s) * (608 // s), 32), np.float32) for s in (8, 16, 32, 64)},
+}
+
+
+def test_a_declared_type_that_does_not_fit_is_refused_naming_the_outputs():
+    with pytest.raises(ConfigError) as err:
+        decoder(PICODET, [f"c{i}" for i in range(10)], spec=PreprocessSpec(608, 800), type="yolo")
+    msg = str(err.value)
+    assert "key 'task.type': yolo does not fit the model's outputs scores8 [1, 7600, 10]" in msg
+    assert "yolo reads one head output, the model has 8" in msg and "\n" not in msg
+
+
+def test_auto_says_task_type_is_not_set_when_nothing_fits():
+    with pytest.raises(ConfigError, match=r"key 'task.type': not set \(auto\), and the outputs scores8 .* fit none"):
+        decoder(PICODET, spec=PreprocessSpec(608, 800))
+
+
+@pytest.mark.parametrize(
+    "shapes,labels,want",
+    [
+        ({"output0": (1, 84, 8400)}, 0, "yolo v8 (80 classes)"),
+        ({"output0": (1, 84, 8400)}, 80, "yolo v8 (80 classes)"),
+        ({"output0": (1, 8400, 84)}, 80, "yolo v8t (80 classes)"),
+        ({"output0": (1, 25200, 85)}, 0, "yolo v5 (80 classes)"),
+        ({"output0": (1, 116, 8400), "output1": (1, 32, 160, 160)}, 0, "yolo_seg v8 (80 classes, 32 mask coefficients)"),
+        ({"output0": (1, 300, 6)}, 0, "yolo_end2end"),
+        ({"output": (1, 8400, 6)}, 80, "deepstream_yolo (80 classes)"),
+        ({"output": (1, 8400, 6)}, 0, "refused: fit"),  # DeepStream-Yolo rows, v8t with 2 classes or YOLOX with 1
+        ({"output0": (1, 8400, 85)}, 80, "refused: ambiguous"),  # raw YOLOX or decoded boxes with objectness
+        ({"logits": (1, 1000)}, 0, "classify (1000 classes)"),
+        ({"o": (1, 84, 100)}, 0, "yolo v8 (80 classes)"),  # attributes first: any number of candidates
+        ({"o": (1, 3, 100, 100)}, 0, "refused: fit none"),
+    ],
+)
+def test_auto_recognises_each_head_or_refuses_to_guess(shapes, labels, want):
+    outputs = [TensorInfo(n, s, np.dtype(np.float32)) for n, s in shapes.items()]
+    names = [f"c{i}" for i in range(labels)]
+    if want.startswith("refused"):
+        with pytest.raises(ConfigError, match=want.split(": ")[1]):
+            heads.choose(TaskConfig(), outputs, SPEC, names)
+    else:
+        assert heads.choose(TaskConfig(), outputs, SPEC, names).describe() == want
+
+
+def test_ultralytics_metadata_picks_the_head_its_task_names():
+    from edge.metadata import read
+
+    meta = read("m.onnx", {"names": "{0: 'person'}", "task": "pose", "kpt_shape": "[17, 3]", "imgsz": "[640, 640]"})
+    outputs = [TensorInfo("output0", (1, 56, 8400), np.dtype(np.float32))]
+    head = heads.choose(TaskConfig(), outputs, SPEC, list(meta.names), meta)
+    assert head.describe() == "yolo_pose v8 (1 classes, 17 keypoints)"
+    # without the metadata the same output is 52 classes of a detector or one pose class: only labels tell
+    assert heads.choose(TaskConfig(), outputs, SPEC, []).describe() == "yolo v8 (52 classes)"
+
+
+def test_the_start_up_refusal_is_one_line_exit_2(tmp_path):
+    import cv2
+
+    model = constant_model(tmp_path / "picodet.onnx", PICODET, (1, 3, 800, 608))
+    cv2.imwrite(str(tmp_path / "f.png"), np.zeros((100, 100, 3), np.uint8))
+    r = run_cli("--model", str(model), "--source", str(tmp_path / "f.png"), "--set", "task.type=yolo", "-q")
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--set task.type" in lines[0] and "scores8 [1, 7600, 10]" in lines[0], r.stderr
+    assert not Path(tmp_path / "r.jsonl").exists()
