@@ -7,7 +7,8 @@ Keys (``MANIFEST_VERSION`` 1):
     manifest_version, engine {file, sha256, size}, tensorrt {version, api}, cuda {version},
     device {gpu_name, compute_capability, l4t, jetpack}, dla {core, gpu_fallback},
     precisions [..], io [{name, mode, shape, dtype, format}], preprocess {PreprocessSpec fields},
-    source {onnx, sha256}, build {options.., started, seconds}
+    source {onnx, sha256}, plugins [TensorRT plugin names], model_metadata {the ONNX file's Ultralytics metadata},
+    build {options.., started, seconds}
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from edge.config import short
 from edge.errors import EdgeError
@@ -38,6 +39,12 @@ L4T_TO_JETPACK = {
     "36.3": "6.0",
     "36.4": "6.1/6.2",
 }
+
+
+def plugin_ops(op_types: Iterable[str]) -> List[str]:
+    """The ONNX ops that TensorRT's parser turns into plugin layers of TensorRT's own library (EfficientNMS_TRT,
+    BatchedNMS_TRT, ...: the ``_TRT`` names of onnx-tensorrt's plugin fallback), each once."""
+    return sorted({op for op in op_types if op.endswith("_TRT")})
 
 
 def manifest_path(engine: str | Path) -> Path:

@@ -157,7 +157,7 @@ def test_search_finds_the_smallest_k_of_a_monotone_budget_in_logarithmic_checks(
 
 
 def test_budget_shortfall_of_top1_points():
-    m = Measurement([], labelled=SimpleNamespace(top1=0.90, top5=1.0, images=100))
+    m = Measurement([], labelled=SimpleNamespace(top1=0.90, score=0.90, metric="top-1", top5=1.0, images=100))
     assert Budget(max_drop=0.5).shortfall(m, 0.915) == pytest.approx(1.0)
     assert Budget(max_drop=2.0).shortfall(m, 0.915) == 0.0
 

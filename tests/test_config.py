@@ -70,9 +70,32 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path):
     assert cfg.resolve_path(cfg.model.path) == tmp_path / "m.onnx"
 
 
-def test_the_commented_example_lists_only_valid_keys():
-    cfg = load_config(DEMO_CONFIG.with_name("camera.example.yaml"))
-    assert cfg.source.uri == "/dev/video0" and cfg.source.reconnect.max_attempts == 0 and cfg.sinks.results.endswith(".jsonl")
+def test_the_commented_example_shows_every_key_at_its_default_but_the_three_it_marks():
+    """Its header promises the defaults: a key that drifts from the schema (it showed BlazeFace's values) fails."""
+    import dataclasses
+
+    from edge.config import RunConfig, load_dataclass
+
+    example = DEMO_CONFIG.with_name("camera.example.yaml")
+    cfg, _ = load_dataclass(RunConfig, example)
+    marked = {"model.path", "source.uri", "sinks.results"}
+
+    def flat(d, prefix=""):
+        for k, v in d.items():
+            yield from (flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)])
+
+    internal = {f.name for f in dataclasses.fields(RunConfig) if f.metadata.get("internal")}
+    shown = {k: v for k, v in flat(dataclasses.asdict(cfg)) if k.split(".")[0] not in internal}
+    defaults = {k: v for k, v in flat(dataclasses.asdict(RunConfig())) if k.split(".")[0] not in internal}
+    assert shown.keys() == defaults.keys()
+    differ = {
+        k for k in shown if shown[k] != defaults[k] and not (isinstance(shown[k], float) and abs(shown[k] - defaults[k]) < 1e-12)
+    }
+    assert differ == marked
+    text = example.read_text()
+    for key in marked:
+        line = next(line for line in text.splitlines() if line.strip().startswith(key.split(".")[-1] + ":"))
+        assert "set this" in line
 
 
 def test_an_unknown_key_in_the_file_is_the_file_s(tmp_path: Path):

@@ -305,7 +305,7 @@ def test_auto_says_task_type_is_not_set_when_nothing_fits():
         ({"output": (1, 8400, 6)}, 0, "refused: fit"),  # DeepStream-Yolo rows, v8t with 2 classes or YOLOX with 1
         ({"output0": (1, 8400, 85)}, 80, "refused: ambiguous"),  # raw YOLOX or decoded boxes with objectness
         ({"logits": (1, 1000)}, 0, "classify (1000 classes)"),
-        ({"o": (1, 84, 100)}, 0, "yolo v8 (80 classes)"),  # attributes first: any number of candidates
+        ({"o": (1, 84, 100)}, 0, "refused: fit none"),  # not one candidate per grid cell (an OCR head's [1, T, V])
         ({"o": (1, 3, 100, 100)}, 0, "refused: fit none"),
     ],
 )

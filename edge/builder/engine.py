@@ -28,7 +28,7 @@ from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.builder.precision import fp16_from_sidecar
 from edge.errors import EdgeError, RunFailed
-from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, read_l4t, sha256_file
+from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, plugin_ops, read_l4t, sha256_file
 from edge.outputs import Staged, atomic_open, check_outputs, commit_together, settle, write_atomic
 from edge.progress import Heartbeat, say
 
@@ -524,6 +524,21 @@ def _output_shapes(onnx: Path, shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, 
     return {name: graph.shape(name) for name in graph.outputs if is_static(graph.shape(name))}
 
 
+def _model_facts(onnx: Path) -> Tuple[List[str], Dict[str, str]]:
+    """(TensorRT plugins its nodes become, the ONNX file's metadata when it is Ultralytics'): edge-run loads the plugin
+    library only for an engine that lists one, and reads class names and task from the metadata."""
+    from edge.metadata import from_onnx
+
+    try:
+        from edge.graph.model import load_model
+
+        model = load_model(onnx)
+    except EdgeError:  # onnx not installed: TensorRT parsed it, edge cannot read it
+        return [], {}
+    meta = {p.key: p.value for p in model.metadata_props} if from_onnx(str(onnx), model).ultralytics else {}
+    return plugin_ops(n.op_type for n in model.graph.node), meta
+
+
 def _manifest(
     trt: Any,
     cfg: BuildConfig,
@@ -561,6 +576,7 @@ def _manifest(
         say(f"manifest: no preprocessing recorded: {exc}")
         preprocess = None
     l4t = read_l4t()
+    plugins, model_metadata = _model_facts(onnx)
     return {
         "manifest_version": MANIFEST_VERSION,
         "engine": {"file": out.name, "sha256": digest, "size": size},
@@ -577,6 +593,8 @@ def _manifest(
         "io": io,
         "preprocess": preprocess,
         "source": {"onnx": str(onnx), "sha256": sha256_file(onnx)},
+        "plugins": plugins,
+        "model_metadata": model_metadata,
         "build": {
             "options": cfg.options(),
             "capabilities": caps.to_dict(),

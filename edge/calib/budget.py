@@ -16,7 +16,7 @@ from edge.calib.check import Measurement
 @dataclass
 class Budget:
     min_agreement: Optional[float] = None  # lowest per-output agreement, 0..1
-    max_drop: Optional[float] = None  # points of top-1 on the labelled set
+    max_drop: Optional[float] = None  # points of the labelled set's score: top-1, or mAP@0.5:0.95 for a detector
     outputs: List[str] = field(default_factory=list)  # the outputs min_agreement watches; empty = all
 
     def agreement(self, m: Measurement) -> float:
@@ -28,13 +28,13 @@ class Budget:
     def given(self) -> bool:
         return self.min_agreement is not None or self.max_drop is not None
 
-    def shortfall(self, m: Measurement, fp32_top1: Optional[float]) -> float:
-        """How far ``m`` is from the budget: 0 when met, else the larger miss (agreement, or points of top-1)."""
+    def shortfall(self, m: Measurement, fp32_score: Optional[float]) -> float:
+        """How far ``m`` is from the budget: 0 when met, else the larger miss (agreement, or points of the score)."""
         miss = 0.0
         if self.min_agreement is not None:
             miss = max(miss, self.min_agreement - self.agreement(m))
-        if self.max_drop is not None and m.labelled is not None and fp32_top1 is not None:
-            miss = max(miss, (fp32_top1 - m.labelled.top1) * 100 - self.max_drop)
+        if self.max_drop is not None and m.labelled is not None and fp32_score is not None:
+            miss = max(miss, (fp32_score - m.labelled.score) * 100 - self.max_drop)
         return miss if miss > 1e-12 else 0.0
 
     def to_dict(self) -> Dict[str, float]:
@@ -91,13 +91,13 @@ def search(
     return SearchResult(high, True, seen[high][0], 0.0, tried)
 
 
-def describe_miss(budget: Budget, m: Measurement, fp32_top1: Optional[float]) -> str:
+def describe_miss(budget: Budget, m: Measurement, fp32_score: Optional[float]) -> str:
     parts = []
     agreement = budget.agreement(m)
     if budget.min_agreement is not None and agreement < budget.min_agreement:
         parts.append(f"agreement {agreement:.4f} < {budget.min_agreement} (short by {budget.min_agreement - agreement:.4f})")
-    if budget.max_drop is not None and m.labelled is not None and fp32_top1 is not None:
-        drop = (fp32_top1 - m.labelled.top1) * 100
+    if budget.max_drop is not None and m.labelled is not None and fp32_score is not None:
+        drop = (fp32_score - m.labelled.score) * 100
         if drop > budget.max_drop:
-            parts.append(f"top-1 drop {drop:.2f} points > {budget.max_drop} (over by {drop - budget.max_drop:.2f})")
+            parts.append(f"{m.labelled.metric} drop {drop:.2f} points > {budget.max_drop} (over by {drop - budget.max_drop:.2f})")
     return "; ".join(parts) or "met"

@@ -11,6 +11,7 @@ import numpy as np
 
 from edge.calib.datasets import ImageSet
 from edge.calib.decisions import TaskDecisions
+from edge.calib.detection_eval import DetectionSet, evaluate, predict
 from edge.calib.fidelity import FidelityMeter, KeptRows, OutputFidelity, Reference, lowest
 from edge.calib.stats import TensorTap, fixed_batch
 from edge.errors import EdgeError
@@ -24,6 +25,12 @@ class TopK:
     images: int
     top1: float
     top5: float
+
+    @property
+    def score(self) -> float:
+        return self.top1
+
+    metric = "top-1"
 
 
 @dataclass
@@ -91,7 +98,13 @@ class Checker:
         self._fp32_model = fp32
         self._fp32_session: Any = None
         self._kept = reference
-        self.fp32_labelled = top_k(self.fp32, labelled, BATCH, self.fixed) if labelled is not None else None
+        self.fp32_labelled = self.score(self.fp32, labelled) if labelled is not None else None
+
+    def score(self, sess: Any, labelled: Any) -> Any:
+        """Top-1/top-5 of a classifier, or mAP of a detector on a labelled detection set."""
+        if isinstance(labelled, DetectionSet):
+            return evaluate(labelled, predict(sess, labelled, self.task.spec, self.task.decoder, self.fixed))
+        return top_k(sess, labelled, BATCH, self.fixed)
 
     @property
     def fp32(self) -> Any:
@@ -130,5 +143,5 @@ class Checker:
             meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
         result = Measurement(meter.summary())
         if labelled and self.labelled is not None:
-            result.labelled = top_k(sess, self.labelled, BATCH, self.fixed)
+            result.labelled = self.score(sess, self.labelled)
         return result

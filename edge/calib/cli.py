@@ -216,7 +216,7 @@ def _check_classes(graph: Any, labelled: Any) -> None:
     from edge.graph.model import is_static
 
     # Only folders read the raw output as class scores; a named set brings its own reader.
-    if labelled is None or labelled.scores is not class_scores or labelled.labels is None or not len(labelled.labels):
+    if getattr(labelled, "scores", None) is not class_scores or labelled.labels is None or not len(labelled.labels):
         return
     dims = graph.shape(graph.outputs[0])
     if not is_static(dims):
@@ -296,12 +296,18 @@ def main(args: argparse.Namespace) -> int:
     calib_stats.give_back_memory()  # shape inference's copies of the model: tens of MB the pass would otherwise keep
     activations, constants = calib_stats.calibration_tensors(graph)
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
-    task = _task(cfg, model, graph, spec, path)
+    notes: List[str] = []
+    task = _task(cfg, model, graph, spec, path, notes)
     measured = [*graph.outputs, *((fidelity.ANCHORS, fidelity.DETECTIONS) if task is not None else ())]
     unknown = [o for o in budget.outputs if o not in measured]
     if unknown:
         raise EdgeError(f"--agreement-outputs {unknown[0]}: the measured outputs are {', '.join(measured)}")
-    labelled = _eval_set(args, cfg, spec) if args.eval else None
+    if args.eval and task is not None and Path(args.eval).is_dir():
+        from edge.calib import detection_eval
+
+        labelled = detection_eval.load(args.eval, list(task.decoder.labels))
+    else:
+        labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)
     check_images = (
         calib_datasets.image_folder(args.agreement_images, spec, what="--agreement-images") if args.agreement_images else images
@@ -312,6 +318,8 @@ def main(args: argparse.Namespace) -> int:
         _say(
             f"{path.name}: {len(activations)} activation tensors, {len(constants)} constant tensors; {images.count} images from {images.name}"
         )
+        for note in notes:
+            _say(note)
         fixed = calib_stats.fixed_batch(graph)
         if fixed and images.count % fixed:
             _say(
@@ -365,17 +373,17 @@ def main(args: argparse.Namespace) -> int:
     # No histograms are counted from here on: ONNX Runtime gets every core.
     threads = args.threads or calib_stats.cores()
     checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference, task)
-    fp32_top1 = checker.fp32_labelled.top1 if checker.fp32_labelled else None
+    fp32_score = checker.fp32_labelled.score if checker.fp32_labelled else None
     q_model, quantized = qdq.build(model, graph, amax, keep)
     before = checker.measure(q_model)
     after, kept = before, set(keep)
     ranking: List[Any] = []
     result = None
-    if (budget.given and budget.shortfall(before, fp32_top1) > 0) or labelled is not None:
+    if (budget.given and budget.shortfall(before, fp32_score) > 0) or labelled is not None:
         ranking = sensitivity.layer_sensitivity(
             model, graph, amax, quantized, check_images.head(args.layer_images), threads, args.memory_mb << 20
         )
-    if budget.given and budget.shortfall(before, fp32_top1) > 0:
+    if budget.given and budget.shortfall(before, fp32_score) > 0:
         order = [r.index for r in ranking]
 
         def measure(k: int) -> Any:
@@ -383,7 +391,7 @@ def main(args: argparse.Namespace) -> int:
             candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
             return checker.measure(candidate, labelled=budget.max_drop is not None)
 
-        result = search(order, measure, lambda m: budget.shortfall(m, fp32_top1), before)
+        result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before)
         kept = keep | set(order[: result.kept])
         q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
@@ -412,7 +420,7 @@ def main(args: argparse.Namespace) -> int:
     if result is not None:
         added = kept_layers if not keep else [qdq.layer_name(nodes[i]) for i in sorted(kept - keep)]
         lines.append(
-            f"budget {_budget_text(budget)}: before {describe_miss(budget, before, fp32_top1)}; "
+            f"budget {_budget_text(budget)}: before {describe_miss(budget, before, fp32_score)}; "
             + (
                 f"met with {len(kept - keep)} layer(s) in FP16"
                 if result.met
@@ -432,7 +440,7 @@ def main(args: argparse.Namespace) -> int:
         print("\n".join(lines), flush=True)
         raise RunFailed(
             f"the budget {_budget_text(budget)} cannot be met: with every quantized layer in FP16 the best is "
-            f"{describe_miss(budget, after, fp32_top1)}; try another --method or a looser budget (nothing was written)"
+            f"{describe_miss(budget, after, fp32_score)}; try another --method or a looser budget (nothing was written)"
         )
 
     # Write: the cache and its sidecar together, then the Q/DQ model with the final FP16 list.
@@ -442,8 +450,8 @@ def main(args: argparse.Namespace) -> int:
         "model_sha256": sha256_file(path),
         "method": args.method + (f" {args.percentile}" if args.method == "percentile" else ""),
         "budget": budget.to_dict(),
-        "before": _summary(before, fp32_top1),
-        "after": _summary(after, fp32_top1),
+        "before": _summary(before, fp32_score),
+        "after": _summary(after, fp32_score),
         "check_images": check_images.name,
         "ranking": [r.to_dict() for r in ranking[:50]],
     }
@@ -495,10 +503,10 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path) -> Any:
+def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path, notes: List[str]) -> Any:
     """The detector whose decisions the check measures: the run config's task.type, or the one the outputs and the
     model's metadata reveal (None for a classifier, whose argmax is its decision, and for outputs no decoder fits
-    when the type was left auto: each output is then measured on its own)."""
+    when the type was left auto: each output is then measured on its own, said in ``notes`` once every check passed)."""
     import numpy as np
 
     from edge.calib.decisions import TaskDecisions
@@ -507,15 +515,17 @@ def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path) -> Any:
     from edge.runtime.backends import TensorInfo
     from edge.runtime.postprocess import heads, load_labels, resolved_task
 
+    if cfg.task.type == "classify":
+        return None  # its argmax is its decision: the per-output measure is the right one
     meta = from_onnx(str(path), model)
     labels = load_labels(cfg) or list(meta.names)
     outputs = [TensorInfo(n, tuple(graph.shape(n) or ()), np.dtype(np.float32)) for n in graph.outputs]
     try:
         head = heads.choose(cfg.task, outputs, spec, labels, meta, cfg.name_of("task.type"))
-    except ConfigError as exc:
+    except ConfigError:
         if cfg.task.type != "auto":
             raise
-        _say(f"no detector recognised ({str(exc).split(': ', 1)[-1][:200]}); agreement is measured per output")
+        notes.append("task.type auto: the outputs are no detector's edge knows; agreement is measured per output")
         return None
     if head.kind == "classify":
         return None
@@ -552,14 +562,23 @@ def _budget_text(budget: Any) -> str:
 
 
 def _topk_line(name: str, fp32: Any, int8: Any) -> str:
+    if fp32.metric != "top-1":
+        return (
+            f"mAP@0.5:0.95 on {fp32.images} labelled images from {name} (pycocotools): FP32 {fp32.map:.4f}, INT8 "
+            f"{int8.map:.4f} (drop {(fp32.map - int8.map) * 100:.2f} points); mAP@0.5 FP32 {fp32.map50:.4f}, INT8 {int8.map50:.4f}"
+        )
     return (
         f"top-1 on {fp32.images} labelled images from {name}: FP32 {fp32.top1:.2%}, INT8 {int8.top1:.2%} "
         f"(drop {(fp32.top1 - int8.top1) * 100:.2f} points); top-5 FP32 {fp32.top5:.2%}, INT8 {int8.top5:.2%}"
     )
 
 
-def _summary(m: Any, fp32_top1: Optional[float]) -> Dict[str, Any]:
+def _summary(m: Any, fp32_score: Optional[float]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"agreement": m.agreement, "outputs": [f.to_dict() for f in m.fidelity]}  # lowest of all
-    if m.labelled is not None and fp32_top1 is not None:
-        out.update(fp32_top1=fp32_top1, int8_top1=m.labelled.top1, top1_drop_points=(fp32_top1 - m.labelled.top1) * 100)
+    if m.labelled is not None and fp32_score is not None:
+        if m.labelled.metric == "top-1":
+            out.update(fp32_top1=fp32_score, int8_top1=m.labelled.top1, top1_drop_points=(fp32_score - m.labelled.top1) * 100)
+        else:
+            out.update(fp32_map=fp32_score, int8_map=m.labelled.map, map_drop_points=(fp32_score - m.labelled.map) * 100)
+            out.update(int8_map50=m.labelled.map50)
     return out

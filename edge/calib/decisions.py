@@ -81,7 +81,7 @@ class TaskDecisions:
     def __init__(self, head: Any, decoder: Any, spec: Any) -> None:
         from edge.runtime.preprocess import plan_resize
 
-        self.head, self.decoder = head, decoder
+        self.head, self.decoder, self.spec = head, decoder, spec
         self.transform = plan_resize(spec, spec.width, spec.height)[2]
         self.name = head.describe()
 

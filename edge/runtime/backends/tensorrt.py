@@ -29,7 +29,9 @@ import numpy as np
 
 from edge.errors import EdgeError, RunFailed
 from edge.lazy import require
-from edge.manifest import read_l4t
+from edge.manifest import manifest_path, read_l4t
+from edge.metadata import NONE
+from edge.metadata import read as read_metadata
 from edge.runtime.backends import TensorInfo
 from edge.runtime.cuda.memory import (
     CudaContext,
@@ -40,6 +42,7 @@ from edge.runtime.cuda.memory import (
     timing_event,
 )
 from edge.runtime.cuda.preprocess import FrameInput
+from edge.runtime.engine_file import read_plan, split
 from edge.runtime.engine_gate import DeviceFacts, check_platform, choose_dla_core, verify_manifest
 from edge.runtime.preprocess import PreprocessSpec, Transform
 
@@ -164,6 +167,17 @@ def set_profiles(trt: Any, engine: Any, wanted: int) -> List[Optional[int]]:
     return list(range(usable))
 
 
+def load_plugins(trt: Any, logger: Any, why: str) -> bool:
+    """Register TensorRT's plugin library (libnvinfer_plugin) with the runtime: only for an engine that needs it,
+    so that every other engine runs on libnvinfer alone. Returns whether this TensorRT offers it."""
+    init = getattr(trt, "init_libnvinfer_plugins", None)
+    if init is None:
+        return False
+    init(logger, "")
+    log.info("TensorRT plugins: loaded libnvinfer_plugin (%s)", why)
+    return True
+
+
 def load_engine(
     trt: Any,
     engine_path: Path,
@@ -172,18 +186,36 @@ def load_engine(
     l4t: Optional[Dict[str, str]],
     logger: Any,
     manifest: Optional[Dict[str, Any]] = None,
+    plan_offset: int = 0,
 ) -> Tuple[Any, Any, Optional[int]]:
     """Gate, then deserialise: (runtime, engine, DLA core in use or None). The DLA core is set on the runtime
-    *before* deserialising; that is the only point at which TensorRT lets a runtime pick the core."""
-    if manifest is None:
-        manifest = verify_manifest(engine_path)
+    *before* deserialising; that is the only point at which TensorRT lets a runtime pick the core.
+
+    ``manifest`` None with ``plan_offset`` > 0 is an Ultralytics engine (a JSON header before the plan, no manifest):
+    nothing can be checked before TensorRT reads the plan, whose format is closed; TensorRT itself refuses a plan of
+    another version or GPU, and the core asked for is checked against the cores this module has."""
     runtime = trt.Runtime(logger)
-    facts = DeviceFacts(str(trt.__version__), here_cc, int(runtime.num_DLA_cores), **(l4t or {}))
-    check_platform(engine_path, manifest, facts)
-    core = choose_dla_core(engine_path, manifest, requested_core, facts)
+    cores = int(runtime.num_DLA_cores)
+    plugins: List[str] = []
+    if manifest is None and plan_offset:
+        core = requested_core
+        if core is not None and core >= cores:
+            have = {0: "no DLA", 1: "only DLA core 0"}.get(cores, f"DLA cores 0..{cores - 1}")
+            raise EdgeError(f"engine '{engine_path}': --dla {core} asks for DLA core {core}, but this module has {have}")
+    else:
+        if manifest is None:
+            manifest = verify_manifest(engine_path)
+        facts = DeviceFacts(str(trt.__version__), here_cc, cores, **(l4t or {}))
+        check_platform(engine_path, manifest, facts)
+        core = choose_dla_core(engine_path, manifest, requested_core, facts)
+        plugins = [str(p) for p in manifest.get("plugins") or []]
     if core is not None:
         runtime.DLA_core = core
-    engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
+    loaded = bool(plugins) and load_plugins(trt, logger, f"the engine has {', '.join(plugins)}")
+    plan = read_plan(engine_path, plan_offset)
+    engine = runtime.deserialize_cuda_engine(plan)
+    if engine is None and not loaded and load_plugins(trt, logger, "the engine did not load without them"):
+        engine = runtime.deserialize_cuda_engine(plan)  # a plugin layer (an NMS) edge was not told of
     if engine is None:
         raise EdgeError(f"engine '{engine_path}': TensorRT could not deserialise it (its log above says why)")
     return runtime, engine, (int(runtime.DLA_core) if core is not None else None)
@@ -244,9 +276,26 @@ class TensorRTBackend:
         if buffer_sets < 1:
             raise ValueError("buffer_sets must be >= 1")
         self.engine_path = Path(engine_path)
-        # The file checks need neither TensorRT nor CUDA: a tampered or half-copied engine is named as such anywhere.
-        manifest = verify_manifest(self.engine_path)
-        if manifest["tensorrt"].get("api") == "tensorrt_rtx":  # what edge-build makes off a Jetson, for its tests
+        self.metadata = NONE
+        offset, header = split(self.engine_path) if self.engine_path.is_file() else (0, None)
+        manifest: Optional[Dict[str, Any]] = None
+        if header is not None and not manifest_path(self.engine_path).is_file():
+            self.metadata = read_metadata(f"engine '{self.engine_path}'", header)
+            log.warning(
+                "engine %s: an Ultralytics export without an edge manifest; its sha256 and the TensorRT, GPU, JetPack "
+                "and DLA core it was built for are not checked before TensorRT reads it (TensorRT refuses a plan "
+                "from another version or GPU itself); edge-build writes engines with a manifest",
+                self.engine_path,
+            )
+        else:
+            offset = 0
+            # The file checks need neither TensorRT nor CUDA: a tampered or half-copied engine is named as such anywhere.
+            manifest = verify_manifest(self.engine_path)
+        if manifest is not None and isinstance(manifest.get("model_metadata"), dict):
+            self.metadata = read_metadata(f"manifest of '{self.engine_path}'", manifest["model_metadata"])
+        if (
+            manifest is not None and manifest["tensorrt"].get("api") == "tensorrt_rtx"
+        ):  # what edge-build makes off a Jetson, for its tests
             raise EdgeError(
                 f"engine '{self.engine_path}' was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run "
                 "does not run; build the engine on the Jetson with edge-build"
@@ -274,6 +323,7 @@ class TensorRTBackend:
                     read_l4t(l4t_file),
                     self._logger,
                     manifest,
+                    offset,
                 )
                 # Context i is created only after context i-1 holds its profile: the profile a new context gets
                 # depends on what the others hold (8.6), and a refused selection names the set it broke.

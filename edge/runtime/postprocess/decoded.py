@@ -1,7 +1,8 @@
 """Heads whose graph already decoded the boxes (corners x1, y1, x2, y2 in input pixels):
 
 - ``yolo_end2end``: one ``[1, K, 6]`` output of x1, y1, x2, y2, score, class, already one box per object (YOLOv10,
-  Ultralytics' end2end heads, YOLO26): no NMS, only the score threshold and the cap;
+  Ultralytics' end2end heads, YOLO26): no NMS, only the score threshold and the cap; YOLO26's -seg adds mask
+  coefficients to each row (``[1, K, 6 + 32]`` and prototypes), its -pose keypoints (``[1, K, 6 + 51]``);
 - ``nms_plugin``: TensorRT's NMS plugins inside the engine, four outputs: a count, boxes, scores and classes
   (EfficientNMS_TRT: num_detections, detection_boxes, detection_scores, detection_classes; YOLOv7's ``--end2end``:
   num_dets, det_boxes, det_scores, det_classes; BatchedNMS: num_detections, nmsed_boxes, nmsed_scores,
@@ -20,6 +21,7 @@ from edge.errors import RunFailed
 from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.boxes import as_float, candidates, suppress
 from edge.runtime.postprocess.detect import detections
+from edge.runtime.postprocess.masks import ProtoMasks
 from edge.runtime.preprocess import Transform
 
 
@@ -51,11 +53,12 @@ class Decoded:
         self.kind, self.names = head.kind, head.outputs
 
     def rows(self, out: Dict[str, np.ndarray]) -> tuple:
-        """(boxes (N, 4), scores (N,), classes (N,)) of the first image, before thresholds."""
+        """(boxes (N, 4), scores (N,), classes (N,), what follows them per row or None) of the first image."""
         n = self.names
-        if "rows" in n:  # one [B, N, 6] output
+        if "rows" in n:  # one [B, N, 6 (+ mask coefficients or keypoints)] output
             rows = as_float(n["rows"], out[n["rows"]][0])
-            return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes)
+            extra = rows[:, 6:] if rows.shape[1] > 6 else None
+            return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes), extra
         boxes = as_float(n["boxes"], out[n["boxes"]][0]).reshape(-1, 4)
         scores = as_float(n["scores"], out[n["scores"]][0]).reshape(-1)
         classes = class_ids(n["classes"], as_float(n["classes"], out[n["classes"]][0]).reshape(-1), self.head.classes)
@@ -67,16 +70,29 @@ class Decoded:
                     "plugin's outputs: check task.type"
                 )
             boxes, scores, classes = boxes[:count], scores[:count], classes[:count]
-        return boxes, scores, classes
+        return boxes, scores, classes, None
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
-        boxes, scores, classes = self.rows(out)
+        boxes, scores, classes, extra = self.rows(out)
         if self.kind == "nms_plugin":
             boxes = _scaled(boxes, *self.size)
         idx = candidates(scores, self.task.score_threshold)
-        boxes, scores, classes = boxes[idx], scores[idx], classes[idx]
         if self.kind == "deepstream_yolo":
-            keep = suppress(boxes, scores, classes, self.task)
+            keep = idx[suppress(boxes[idx], scores[idx], classes[idx], self.task)]
         else:  # one box per object already: best first, capped
-            keep = np.arange(min(len(idx), self.task.max_detections))
-        return detections(boxes[keep], scores[keep], classes[keep], tf, self.labels)
+            keep = idx[: self.task.max_detections]
+        boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+        kps = kp_scores = mask_of = None
+        if extra is not None and self.head.keypoints:
+            count, dims = self.head.keypoints
+            k = extra[keep, : count * dims].reshape(len(keep), count, dims)
+            kps, kp_scores = k[:, :, :2], (k[:, :, 2] if dims == 3 else None)
+        if extra is not None and self.head.mask_dims:
+            proto = self.names["protos"]
+            masks = ProtoMasks(as_float(proto, out[proto][0]), extra[keep, : self.head.mask_dims], boxes, *self.size)
+            frame_boxes = tf.to_frame(boxes)
+
+            def mask_of(i: int) -> Dict[str, Any]:
+                return masks.mask(i, frame_boxes[i], tf)
+
+        return detections(boxes, scores, classes, tf, self.labels, kps, kp_scores, mask_of)

@@ -117,6 +117,11 @@ def _raw_head(ctx: Context, extra: int, kind: str) -> Fit:
     want = ctx.layout if ctx.layout != "auto" else None
     if _static(a) and (not _static(b) or a < b):  # attributes first: v8
         c = a - 4 - extra
+        if want is None and _static(b) and b not in (g3, g6):
+            # not one candidate per grid cell: an OCR recogniser's [1, T, V] or a feature map, not a detector
+            return (
+                f"{t.name} {list(t.shape)} has {b} candidates, not one per grid cell ({g3} at {ctx.spec.width}x{ctx.spec.height})"
+            )
         if want in (None, "v8") and ctx.classes_ok(c):
             options.append(Head(kind, {"head": t.name}, "v8", c))
         elif want in (None, "v8"):
@@ -179,13 +184,28 @@ def _fit_pose(ctx: Context) -> Fit:
 
 
 def _fit_end2end(ctx: Context) -> Fit:
-    outs = ctx.outputs
-    if len(outs) != 1 or len(outs[0].shape) != 3 or outs[0].shape[2] != 6:
-        return "yolo_end2end reads one [1, K, 6] output (x1, y1, x2, y2, score, class)"
-    k = outs[0].shape[1]
+    protos = [t for t in ctx.outputs if len(t.shape) == 4]
+    rows = [t for t in ctx.outputs if len(t.shape) == 3]
+    if len(rows) != 1 or len(protos) > 1 or len(rows) + len(protos) != len(ctx.outputs) or not _static(rows[0].shape[2]):
+        return "yolo_end2end reads one [1, K, 6] output (x1, y1, x2, y2, score, class), for -seg with prototypes"
+    t, k, extra = rows[0], rows[0].shape[1], rows[0].shape[2] - 6
+    if extra < 0:
+        return f"yolo_end2end reads rows of at least 6 values, {t.name} has {t.shape[2]}"
     if _static(k) and k > MAX_END2END:
-        return f"{outs[0].name} has {k} rows: too many for boxes after NMS (DeepStream-Yolo's pre-NMS output? task.type deepstream_yolo)"
-    return Head("yolo_end2end", {"rows": outs[0].name}, classes=ctx.classes or 0)
+        return (
+            f"{t.name} has {k} rows: too many for boxes after NMS (DeepStream-Yolo's pre-NMS output? task.type deepstream_yolo)"
+        )
+    head = Head("yolo_end2end", {"rows": t.name}, classes=ctx.classes or 0)
+    if protos:
+        nm = protos[0].shape[1]
+        if extra != nm:
+            return f"yolo_end2end with prototypes {protos[0].name} needs {nm} mask coefficients per row, {t.name} has {extra}"
+        head.outputs["protos"], head.mask_dims = protos[0].name, nm
+    elif extra:
+        if ctx.keypoints is None or extra != ctx.keypoints[0] * ctx.keypoints[1]:
+            return f"{t.name} has {extra} values after each box; keypoints need task.keypoints or the metadata's kpt_shape"
+        head.keypoints = ctx.keypoints
+    return head
 
 
 def _role(names: List[TensorInfo], words: Tuple[str, ...]) -> Optional[TensorInfo]:
@@ -241,8 +261,8 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
 # Ultralytics' metadata task -> the types that decode it.
 _META_TASKS = {
     "detect": ("yolo", "yolo_end2end"),
-    "segment": ("yolo_seg",),
-    "pose": ("yolo_pose",),
+    "segment": ("yolo_seg", "yolo_end2end"),
+    "pose": ("yolo_pose", "yolo_end2end"),
     "classify": ("classify",),
 }
 

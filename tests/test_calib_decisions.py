@@ -1,0 +1,122 @@
+"""Calibration checks that measure what a detector decides: the class each YOLO anchor picks, and the detections the
+runtime's decoder keeps, FP32 against INT8.
+
+The cases are built so the right answer is known by construction: INT8 that only moves box coordinates a little
+keeps every decision (a per-output argmax over the anchor axis, what edge measured before, calls that disagreement);
+INT8 that flips the class of one confident anchor loses exactly that detection.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from edge.calib.decisions import TaskDecisions, match
+from edge.calib.fidelity import ANCHORS, DETECTIONS, FidelityMeter
+from edge.config import TaskConfig
+from edge.graph.model import prepare
+from edge.runtime.backends import TensorInfo
+from edge.runtime.postprocess import Detection, heads, resolved_task
+from edge.runtime.preprocess import PreprocessSpec
+
+SPEC = PreprocessSpec(640, 640)
+N = 8400
+
+
+def graph_of(outputs):
+    """A graph with these outputs (each an Identity of an input of its shape): the meter reads only their producers."""
+    g = helper.make_graph(
+        [helper.make_node("Identity", [f"in_{n}"], [n]) for n in outputs],
+        "g",
+        [helper.make_tensor_value_info(f"in_{n}", TensorProto.FLOAT, list(s)) for n, s in outputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in outputs.items()],
+    )
+    return prepare(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+def task_for(outputs, labels, **kw):
+    t = TaskConfig(**kw)
+    infos = [TensorInfo(n, s, np.dtype(np.float32)) for n, s in outputs.items()]
+    head = heads.choose(t, infos, SPEC, labels)
+    return TaskDecisions(head, heads.build(head, resolved_task(t, head.kind), infos, SPEC, labels), SPEC)
+
+
+def v8_batch(images, rng, layout="v8"):
+    """Images of a v8 head: a few confident anchors each, the rest background with low scores."""
+    out = np.zeros((images, 4 + 3, N), np.float32)
+    out[:, :4] = rng.uniform(50, 600, (images, 4, N))
+    out[:, 2:4] = rng.uniform(10, 60, (images, 2, N))
+    out[:, 4:] = rng.uniform(0, 0.05, (images, 3, N))
+    for i in range(images):
+        for a in rng.choice(N, 5, replace=False):
+            out[i, 4 + rng.integers(3), a] = 0.9
+    return out if layout == "v8" else np.ascontiguousarray(out.transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("layout", ["v8", "v8t"])
+def test_box_noise_keeps_every_decision_of_a_yolo_head_in_either_layout(layout):
+    rng = np.random.default_rng(0)
+    fp32 = v8_batch(4, rng, layout)
+    int8 = fp32.copy()
+    coords = (slice(None), slice(0, 4), slice(None)) if layout == "v8" else (slice(None), slice(None), slice(0, 4))
+    int8[coords] += rng.normal(0, 0.3, int8[coords].shape).astype(np.float32)  # INT8 rounding of the regressors
+    shape = {"output0": (1, *fp32.shape[1:])}
+    task = task_for(shape, ["a", "b", "c"])
+    meter = FidelityMeter(graph_of(shape), ["output0"], "nchw", task)
+    meter.update({"output0": fp32}, {"output0": int8})
+    got = {r.name: r for r in meter.summary()}
+    assert got[ANCHORS].agreement == 1.0 and got[ANCHORS].positions == 4 * 5
+    assert got[DETECTIONS].agreement == 1.0 and got[DETECTIONS].positions > 0
+    # the raw output keeps its SQNR and no agreement of its own; the old per-output argmax saw disagreement here
+    assert got["output0"].positions == 0 and 20 < got["output0"].sqnr_db < 80
+    if layout == "v8":  # [1, 4+C, N]: an argmax over the last axis asks which anchor has the largest cx
+        plain = FidelityMeter(graph_of(shape), ["output0"], "nchw")
+        plain.update({"output0": fp32}, {"output0": int8})
+        assert plain.summary()[0].agreement < 0.9
+
+
+def test_a_flipped_class_at_one_confident_anchor_loses_that_detection():
+    rng = np.random.default_rng(1)
+    fp32 = v8_batch(1, rng)
+    int8 = fp32.copy()
+    anchor = int(np.flatnonzero(fp32[0, 4:].max(axis=0) > 0.5)[0])
+    cls = int(fp32[0, 4:, anchor].argmax())
+    int8[0, 4 + cls, anchor], int8[0, 4 + (cls + 1) % 3, anchor] = 0.01, 0.9
+    shape = {"output0": (1, 7, N)}
+    meter = FidelityMeter(graph_of(shape), ["output0"], "nchw", task_for(shape, ["a", "b", "c"]))
+    meter.update({"output0": fp32}, {"output0": int8})
+    got = {r.name: r for r in meter.summary()}
+    assert (got[ANCHORS].positions, got[ANCHORS].agree) == (5, 4)
+    fp32_dets = got[DETECTIONS].positions
+    assert got[DETECTIONS].agree == fp32_dets - 1  # unless two overlapped; the seed keeps them apart
+
+
+def test_matching_is_one_to_one_same_class_and_iou_at_least_half():
+    def d(box, c, s=0.9):
+        return Detection(list(map(float, box)), s, c)
+
+    fp32 = [d([0, 0, 10, 10], 0), d([0, 0, 10, 10], 1), d([100, 100, 110, 110], 0, 0.5)]
+    int8 = [d([0, 0, 10, 10], 0), d([100, 105, 110, 115], 0)]  # the second: IoU 5/15 = 0.33 with FP32's third
+    assert match(fp32, int8)[0] == 1
+    assert match(fp32, [d([0, 0, 10, 10], 0)] * 1 + [d([1, 0, 11, 10], 0)])[0] == 1  # one INT8 box per FP32 box
+    assert match(fp32, [d([0, 0, 10, 10], 1), d([0, 0, 10, 10], 0)])[0] == 2
+    assert match([], int8)[0] == 0 and match(fp32, [])[0] == 0
+
+
+def test_detections_of_a_head_without_anchors_are_compared_through_its_decoder():
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, :3] = [[10, 10, 50, 50, 0.9, 1], [100, 100, 200, 200, 0.8, 2], [300, 300, 320, 330, 0.3, 0]]
+    int8 = rows.copy()
+    int8[0, 2, 4] = 0.2  # falls below the 0.25 default: one of three FP32 detections is lost
+    shape = {"output0": (1, 300, 6)}
+    meter = FidelityMeter(graph_of(shape), ["output0"], "nchw", task_for(shape, [f"c{i}" for i in range(3)]))
+    meter.update({"output0": rows}, {"output0": int8})
+    got = {r.name: r for r in meter.summary()}
+    assert ANCHORS not in got
+    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == (3, 2)
+
+
+def test_a_model_file_graph_loads_for_the_meter():
+    onnx.checker.check_model(graph_of({"output0": (1, 7, N)}).model)
