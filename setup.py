@@ -20,6 +20,7 @@ TEST_REQUIRES = [
     "nvidia-ml-py",
     "ansible-core",
     "tensorrt-rtx-cu13==1.7.1.116",
+    "pycocotools",
 ]
 
 setup(
@@ -38,7 +39,7 @@ setup(
         "test": TEST_REQUIRES,
         "cv": ["opencv-python-headless"],  # desktop/CI; for the display window use opencv-python instead
         # The laptop tools: edge dla and edge calib read models with onnx and run them with ONNX Runtime.
-        "host": [*ONNX, "onnxruntime", "opencv-python-headless"],
+        "host": [*ONNX, "onnxruntime", "opencv-python-headless", "pycocotools"],  # pycocotools: mAP of --eval on detectors
         "ort": ["onnxruntime"],
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)

@@ -51,9 +51,13 @@ def _literal(where: str, key: str, value: Any) -> Any:
 
 def _names(where: str, value: Any) -> Tuple[str, ...]:
     if isinstance(value, dict):
-        if len(value) > MAX_CLASSES or not all(isinstance(k, int) and k >= 0 for k in value):
+        # ONNX metadata has int keys; an engine's JSON header has the same dict with its keys as strings ("0")
+        keys = {int(k) if isinstance(k, str) and k.isdigit() and len(k) < 7 else k: v for k, v in value.items()}
+        if len(keys) > MAX_CLASSES or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in keys):
             raise EdgeError(f"{where}: metadata 'names' is not a mapping of class index to name; export the model again")
-        return tuple(str(value.get(i, i)) for i in range(max(value) + 1)) if value else ()
+        if keys and max(keys) >= MAX_CLASSES:
+            raise EdgeError(f"{where}: metadata 'names' has class index {max(keys)}; export the model again")
+        return tuple(str(keys.get(i, i)) for i in range(max(keys) + 1)) if keys else ()
     if isinstance(value, (list, tuple)) and len(value) <= MAX_CLASSES:
         return tuple(str(v) for v in value)
     raise EdgeError(f"{where}: metadata 'names' is {short(value, 60)}; expected a dict of class names")

@@ -515,3 +515,90 @@ def test_mapped_frame_memory_is_refused_where_the_gpu_cannot_map(tmp_path, relea
         assert b.frame_memory("auto").name == "pinned"
     finally:
         b.close()
+
+
+# -- engines edge did not build, and plugins -------------------------------------------------------------------------
+
+
+def ultralytics_engine(tmp_path: Path, machine: Machine, plan: EnginePlan, header: dict) -> Path:
+    """The layout `yolo export format=engine` writes: int32 little-endian length, JSON, then the plan."""
+    text = json.dumps(header).encode()
+    engine = tmp_path / "yolo.engine"
+    engine.write_bytes(len(text).to_bytes(4, "little") + text + machine.register(plan))
+    return engine
+
+
+def test_an_ultralytics_engine_gives_tensorrt_only_its_plan_and_edge_its_names(tmp_path, release, caplog):
+    version, trt, machine, _ = release
+    header = {"names": {"0": "person", "1": "bicycle"}, "imgsz": [256, 256], "stride": 32, "task": "detect", "batch": 1}
+    engine = ultralytics_engine(tmp_path, machine, EnginePlan(version, FACE), header)
+    plan_size = len(machine.register(EnginePlan(version, FACE), next(iter(machine.plans))))
+    with caplog.at_level("WARNING", logger="edge.run"):
+        b = backend_for(engine, trt)
+    try:
+        assert ("deserialize_cuda_engine", plan_size) in machine.calls  # the plan alone, not the header
+        assert b.metadata.names == ("person", "bicycle") and b.metadata.imgsz == (256, 256)
+        assert "without an edge manifest" in caplog.text and "not checked before TensorRT reads it" in caplog.text
+    finally:
+        b.close()
+
+
+def test_an_ultralytics_engine_on_a_core_the_module_lacks_is_refused_before_tensorrt(tmp_path, release):
+    version, trt, machine, _ = release
+    machine.dla_cores = 1
+    engine = ultralytics_engine(tmp_path, machine, EnginePlan(version, FACE), {"names": {"0": "a"}, "task": "detect"})
+    with pytest.raises(EdgeError, match="--dla 1 asks for DLA core 1, but this module has only DLA core 0"):
+        backend_for(engine, trt, dla_core=1)
+    assert not [c for c in machine.calls if c[0] == "deserialize_cuda_engine"]
+
+
+def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release, monkeypatch):
+    """TensorRT's plugin registry is what libnvinfer_plugin fills (init_libnvinfer_plugins, NvInferPlugin.h); the
+    stand-in makes a plan with a plugin layer unreadable until that call, as TensorRT's runtime is."""
+    from edge.runtime.backends import tensorrt as backend
+
+    version, trt, machine, _ = release
+    calls = []
+    plain = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE), name="plain.engine")
+    needs = EnginePlan(version, FACE)
+    payload = b"plan with an EfficientNMS_TRT layer"
+    nms = tmp_path / "nms.engine"
+    nms.write_bytes(payload)
+
+    def init(logger, namespace):
+        calls.append(namespace)
+        machine.register(needs, payload)  # from now on the runtime knows the plugin's creator
+
+    monkeypatch.setattr(trt, "init_libnvinfer_plugins", init, raising=False)
+    logger = trt.Logger(trt.Logger.WARNING)
+    backend.load_engine(trt, plain, "8.7", None, None, logger)
+    assert calls == []  # a plain engine runs on libnvinfer alone
+    write_manifest(
+        nms,
+        {**manifest_of(plain), "engine": {"file": nms.name, "sha256": sha256_file(nms), "size": nms.stat().st_size}, "plugins": ["EfficientNMS_TRT"]},
+    )
+    _, engine, _ = backend.load_engine(trt, nms, "8.7", None, None, logger)
+    assert engine is not None and calls == [""]
+    # without the manifest's word, a plan that does not deserialise gets the library and one more try
+    machine.plans.pop(payload)
+    calls.clear()
+    data = manifest_of(nms)
+    data.pop("plugins")
+    write_manifest(nms, data)
+    _, engine, _ = backend.load_engine(trt, nms, "8.7", None, None, logger)
+    assert engine is not None and calls == [""]
+
+
+def test_check_on_a_host_without_tensorrt_reads_an_ultralytics_header_and_says_what_it_cannot_check(tmp_path):
+    from tests.conftest import run_cli
+
+    text = json.dumps({"names": {"0": "person", "1": "car"}, "imgsz": [480, 640], "task": "detect"}).encode()
+    engine = tmp_path / "y.engine"
+    engine.write_bytes(len(text).to_bytes(4, "little") + text + b"\x00" * 64)
+    r = run_cli("--engine", str(engine), "--check")
+    assert r.returncode == 0, r.stderr
+    assert "Ultralytics export (2 class names, task detect, imgsz 640x480" in r.stdout
+    assert f"plan starts at byte {4 + len(text)}" in r.stdout and "no edge manifest" in r.stdout
+    engine.write_bytes(b"\x00" * 64)  # a plain plan without a manifest is still refused
+    r = run_cli("--engine", str(engine), "--check")
+    assert r.returncode == 2 and "no manifest" in r.stderr

@@ -391,11 +391,24 @@ def check(cfg: Any) -> int:
 def _check_artefact(cfg: Any) -> int:
     import numpy as np
 
+    from edge.manifest import manifest_path
+    from edge.metadata import read as read_metadata
     from edge.runtime.backends import TensorInfo
+    from edge.runtime.engine_file import split
     from edge.runtime.engine_gate import built_dla_core, verify_manifest
     from edge.runtime.model import engine_path
 
     path = engine_path(cfg)
+    offset, header = split(path)
+    if header is not None and not manifest_path(path).is_file():
+        meta = read_metadata(f"engine '{path}'", header)
+        print(
+            f"edge-run: check ok (artefact only): engine {path} is an Ultralytics export "
+            f"({', '.join(describe(meta)) or 'no metadata edge reads'}; the plan starts at byte {offset}); it has no edge "
+            "manifest, so its build (TensorRT, GPU, JetPack, DLA core) and its tensors can only be checked where TensorRT "
+            "deserialises it: run edge-run --check on the Jetson"
+        )
+        return 0
     manifest = verify_manifest(path)
     dla = built_dla_core(path, manifest, cfg.dla_core)
     io = manifest["io"]

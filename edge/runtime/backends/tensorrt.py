@@ -281,6 +281,9 @@ class TensorRTBackend:
         manifest: Optional[Dict[str, Any]] = None
         if header is not None and not manifest_path(self.engine_path).is_file():
             self.metadata = read_metadata(f"engine '{self.engine_path}'", header)
+            dla = header.get("dla")  # Ultralytics' own loader puts such an engine on the core its export named
+            if dla_core is None and isinstance(dla, int) and not isinstance(dla, bool) and dla >= 0:
+                dla_core = dla
             log.warning(
                 "engine %s: an Ultralytics export without an edge manifest; its sha256 and the TensorRT, GPU, JetPack "
                 "and DLA core it was built for are not checked before TensorRT reads it (TensorRT refuses a plan "
