@@ -21,6 +21,7 @@ TEST_REQUIRES = [
     "ansible-core",
     "tensorrt-rtx-cu13==1.7.1.116",
     "pycocotools",
+    "ddddocr==1.6.1",  # its own YOLOX decode (MIT) is the reference the tests hold edge's decoder to
 ]
 
 setup(

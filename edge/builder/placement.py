@@ -240,7 +240,8 @@ class Placement:
             "dla_subgraphs": self.dla_layers,
             "dla_subgraphs_per_core_limit": SUBGRAPHS_PER_CORE,
             "transitions": transitions(self.layers),
-            "precisions": sorted({layer.precision for layer in self.layers}),
+            # layers TensorRT gives no precision (the DLA's signal/wait) say nothing of the engine's precisions
+            "precisions": sorted({layer.precision for layer in self.layers if layer.precision}),
         }
 
     def to_dict(self) -> Dict[str, Any]:

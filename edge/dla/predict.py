@@ -506,7 +506,9 @@ def _check_slice(ctx: _Ctx, node: Any) -> Broken:
     if steps is not None and any(s != 1 for s in steps):
         return "slice.step", f"steps {steps}"
     for ax, start, end in zip(axes, starts, ends):
-        if ax % rank == 0 and (start != 0 or end < dims[0]):
+        # a batch of unknown size (symbolic or -1) that is cut to a fixed length counts as sliced too
+        whole = isinstance(dims[0], int) and dims[0] > 0 and end >= dims[0]
+        if ax % rank == 0 and (start != 0 or not whole):
             return "slice.axis0", "slices the batch axis"
     return None
 

@@ -290,6 +290,8 @@ def choose(
     if meta_task == "obb":
         raise ConfigError(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
     kinds = _META_TASKS.get(meta_task, tuple(FITS)) if meta_task else tuple(FITS)
+    if ctx.layout != "auto":  # a YOLO layout named in the config: only the raw YOLO heads are meant
+        kinds = tuple(k for k in kinds if k in ("yolo", "yolo_seg", "yolo_pose"))
     if getattr(meta, "end2end", None):
         kinds = tuple(k for k in kinds if k == "yolo_end2end") or kinds
     fits = {k: FITS[k](ctx) for k in kinds}
@@ -301,7 +303,7 @@ def choose(
         raise ConfigError(
             f"{key}: not set (auto), and the outputs {shown(outputs)} fit "
             + " and ".join([h.describe() for h in heads] + ambiguous)
-            + "; set task.type (and task.labels or task.yolo_layout)"
+            + "; set task.type, or task.yolo_layout for a raw YOLO head"
         )
     raise ConfigError(
         f"{key}: not set (auto), and the outputs {shown(outputs)} fit none of edge's decoders; "
