@@ -575,7 +575,11 @@ def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release
     assert calls == []  # a plain engine runs on libnvinfer alone
     write_manifest(
         nms,
-        {**manifest_of(plain), "engine": {"file": nms.name, "sha256": sha256_file(nms), "size": nms.stat().st_size}, "plugins": ["EfficientNMS_TRT"]},
+        {
+            **manifest_of(plain),
+            "engine": {"file": nms.name, "sha256": sha256_file(nms), "size": nms.stat().st_size},
+            "plugins": ["EfficientNMS_TRT"],
+        },
     )
     _, engine, _ = backend.load_engine(trt, nms, "8.7", None, None, logger)
     assert engine is not None and calls == [""]

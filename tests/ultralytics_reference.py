@@ -8,7 +8,7 @@ with a reason when they are missing.
 Written against ultralytics 8.4.190 (torch 2.13.0+cpu, no torchvision). Line numbers below are of that release's
 files under ``site-packages/ultralytics/``.
 
-Lightest environment that runs everything here (about 1.0 GB, nearly all of it torch)::
+Lightest environment that runs everything here (1.3 GB, torch 754 MB of it; about 35 s to install)::
 
     python -m venv /tmp/ultra-venv
     /tmp/ultra-venv/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
@@ -18,7 +18,7 @@ Lightest environment that runs everything here (about 1.0 GB, nearly all of it t
 torchvision is not needed, with one shim: ``utils/__init__.py:89`` reads ``importlib.metadata.version("torchvision")``
 at import time and raises ``PackageNotFoundError`` when the distribution is absent, so :func:`_ultralytics` answers
 that one lookup with the release that pairs with the installed torch while it imports the package. Without
-torchvision in ``sys.modules``, ``utils/nms.py:99`` picks ``TorchNMS.nms`` (``utils/nms.py:242``, documented there as
+torchvision in ``sys.modules``, ``utils/nms.py:99`` picks ``TorchNMS.nms`` (``utils/nms.py:244``, documented there as
 matching torchvision exactly) instead of ``torchvision.ops.nms`` (``utils/nms.py:154-157``). The full predictor
 (``AutoBackend.warmup``, ``nn/autobackend.py:376-377``; ``engine/predictor.py:314`` for streams) and ``export(nms=True)``
 (``NMSModel.forward``, ``engine/exporter.py:1992``) do import torchvision; this module uses neither.
@@ -37,10 +37,10 @@ What Ultralytics' predictor does, and what the functions here reproduce (``model
   ``max class score > conf`` (strict), best class only, xywh -> xyxy, class-aware NMS by offsetting boxes by
   ``class * 7680``, suppression of IoU ``> iou`` (kept when equal), then the first ``max_det`` of the score-sorted keep
   list. Equal scores have no defined order (``argsort`` is not stable), so avoid exact ties in comparisons. Quirk: a
-  prediction whose LAST axis is 6 is taken as end2end (``utils/nms.py:73``), so a hand-built ``[1, 4+C, 6]`` raw
+  prediction whose LAST axis is 6 is taken as end2end (``utils/nms.py:71``), so a hand-built ``[1, 4+C, 6]`` raw
   (exactly six anchors) is misread; :func:`detect` refuses it.
 * End2end heads (YOLOv10, YOLO26, ``export(nms=False)``) and ``export(nms=True)`` graphs: ``[1, K, 6 + extra]`` rows,
-  only ``score > conf`` and the first ``max_det`` rows in the order the model wrote them (``utils/nms.py:73-81``):
+  only ``score > conf`` and the first ``max_det`` rows in the order the model wrote them (``utils/nms.py:71-80``):
   no NMS, no sorting. The head itself emits rows sorted by descending score (top-k in ``Detect.get_topk_index``,
   ``nn/modules/head.py:266``), and the same anchor can appear once per class.
 * Then ``ops.scale_boxes(input_hw, boxes, frame_shape)`` maps to the frame AND clips to it (``utils/ops.py:126``); the
@@ -81,7 +81,7 @@ batch (int), imgsz ([h, w]), names ({int: str}), args (export args relevant to t
 end2end (bool)``, plus ``dla`` (engine on DLA) and, for pose, ``kpt_shape`` ([17, 3]) and ``kpt_names`` when the
 model has them. ONNX stores every value as ``str(value)`` (``engine/exporter.py:1235-1238``): ``names`` is a Python
 dict literal with int keys (``"{0: 'class0', ...}"``), ``imgsz`` ``"[160, 160]"``, ``end2end`` ``"True"/"False"``,
-``args`` a Python dict literal with ``None``. The reader (``BaseBackend.apply_metadata``, ``nn/backends/base.py:195-222``)
+``args`` a Python dict literal with ``None``. The reader (``BaseBackend.apply_metadata``, ``nn/backends/base.py:195-223``)
 ``ast.literal_eval``s imgsz/names/kpt_shape/kpt_names/args/end2end, ``int``s stride/batch/channels, and sets
 ``end2end = end2end or args['nms']``. ONNX output names: ``output0`` (and ``output1`` = protos for segment);
 input ``images`` (``engine/exporter.py:1162``, ``1205``).
@@ -115,10 +115,15 @@ _LOADED: Dict[str, Any] = {}
 
 
 def _skip_missing(module: str, reason: str):
-    """Import ``module`` or skip the calling test (``pytest.importorskip``) with ``reason``."""
+    """Import ``module`` or skip the calling test (as ``pytest.importorskip`` does) with ``reason`` and the error."""
+    import importlib
+
     import pytest
 
-    return pytest.importorskip(module, reason=reason)
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:  # PackageNotFoundError (missing distribution metadata) is an ImportError too
+        pytest.skip(f"{reason}: {e!r}")
 
 
 def _paired_torchvision_version(torch_version: str) -> str:
@@ -204,6 +209,7 @@ def _tensor(a: np.ndarray):
 
 
 def _check_bcn(raw: np.ndarray, what: str) -> None:
+    """Refuse anything but a batch-1 ``[1, C, N]`` head output, and N == 6 (see the module docstring)."""
     if raw.ndim != 3 or raw.shape[0] != 1:
         raise ValueError(f"{what}: expected a [1, channels, anchors] head output, got {raw.shape}")
     if raw.shape[-1] == 6:
@@ -211,6 +217,7 @@ def _check_bcn(raw: np.ndarray, what: str) -> None:
 
 
 def _nms(raw: np.ndarray, conf: float, iou: float, max_det: int, agnostic: bool, nc: int, classes=None):
+    """``non_max_suppression`` as the predictor calls it (batch 1): the torch ``[K, 6 + extra]`` rows of image 0."""
     u = _ultralytics()
     out = u["nms"].non_max_suppression(_tensor(raw), conf, iou, classes, agnostic, max_det=max_det, nc=nc, end2end=False)
     return out[0]
@@ -327,6 +334,27 @@ def end2end(raw: np.ndarray, conf: float, max_det: int, classes: Optional[Sequen
     return out[0].numpy()
 
 
+def synthetic_raw(nc: int = 80, n: int = 2100, imgsz: int = 320, extra: int = 0, clusters: int = 6, seed: int = 0) -> np.ndarray:
+    """A plausible ``[1, 4+nc+extra, n]`` float32 head output for decoder comparisons (own code, no ultralytics).
+
+    Random-weight exports are useless for numeric checks (every class score is the same ~1.6e-4 from the head's bias
+    initialisation, boxes are huge), so this makes boxes jittered around ``clusters`` centres (NMS has overlaps to
+    resolve), distinct uniform scores (no ties, whose order neither side defines) and ``extra`` normal channels (mask
+    coefficients; for pose, overwrite them with keypoints). Boxes are cx, cy, w, h in input pixels.
+    """
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0.1 * imgsz, 0.9 * imgsz, (clusters, 2))
+    sizes = rng.uniform(0.05 * imgsz, 0.5 * imgsz, (clusters, 2))
+    pick = rng.integers(0, clusters, n)
+    xy = centres[pick] + rng.normal(0, 0.03 * imgsz, (n, 2))
+    wh = sizes[pick] * rng.uniform(0.8, 1.25, (n, 2))
+    scores = rng.uniform(0, 1, (n, nc)) ** 4  # most low, a few high
+    cols = [xy, wh, scores]
+    if extra:
+        cols.append(rng.normal(0, 1, (n, extra)))
+    return np.concatenate(cols, 1).T[None].astype(np.float32)
+
+
 def letterbox(frame_bgr: np.ndarray, imgsz: Union[int, Tuple[int, int]], stride: int = 32, auto: bool = False) -> np.ndarray:
     """Ultralytics' ``LetterBox`` (pad 114, cv2.INTER_LINEAR, centred) on a BGR uint8 frame; returns the HWC image.
 
@@ -386,6 +414,7 @@ def onnx_metadata(path: Union[str, Path]) -> Dict[str, str]:
 
 @contextmanager
 def _cwd(path: Path):
+    """Run the block with ``path`` as the working directory (``contextlib.chdir`` needs Python 3.11)."""
     old = os.getcwd()
     os.chdir(path)
     try:
