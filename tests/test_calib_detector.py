@@ -88,3 +88,51 @@ def test_calib_on_a_real_detector_reports_decisions_and_map_against_the_referenc
     fp32_map, int8_map, fp32_map50, int8_map50 = map(float, m.groups())
     assert fp32_map50 == pytest.approx(1.0, abs=1e-6) and fp32_map > 0.99  # the labels are FP32's answer
     assert 0.0 <= int8_map50 <= 1.0 and np.isfinite(int8_map)
+
+
+KINDS = {
+    "v5": ("yolo", "yolo_layout: v5"),
+    "v8": ("auto", ""),
+    "v8t": ("auto", ""),
+    "deepstream": ("deepstream_yolo", ""),
+    "end2end": ("auto", ""),
+    "efficientnms": ("auto", ""),
+}
+WANT = {
+    "v5": "yolo v5",
+    "v8": "yolo v8",
+    "v8t": "yolo v8t",
+    "deepstream": "deepstream_yolo",
+    "end2end": "yolo_end2end",
+    "efficientnms": "nms_plugin",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(KINDS))
+def test_every_head_layout_of_the_real_weights_goes_through_a_task_aware_calibration(tmp_path, yolox_model, frames, variant):  # noqa: F811
+    """The same real weights as each layout (tests/yolox_models.py): edge calib recognises the head (or takes the named
+    type), measures its detections, and writes a cache; an engine's worth of INT8 decisions on two real frames."""
+    import cv2
+
+    from tests.yolox_models import build_all
+
+    (tmp_path / "variants").mkdir()
+    model = build_all(yolox_model, tmp_path / "variants", kinds=[variant])[variant]
+    (tmp_path / "images").mkdir()
+    for name in ("notes", "messi"):
+        cv2.imwrite(str(tmp_path / "images" / f"{name}.png"), frames[name])
+    kind, extra = KINDS[variant]
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        CONFIG.format(model=model).replace("type: yolo\n  yolo_layout: yolox\n", f"type: {kind}\n  {extra}\n".replace("  \n", ""))
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "edge", "calib", "--config", str(config), "--images", str(tmp_path / "images"),
+         "--cache", str(tmp_path / "v.cache"), "--layer-images", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"decisions of {WANT[variant]}" in r.stdout
+    row = re.search(r"^\s+detections\s+(\d+)\s+([\d.]+)\s+-", r.stdout, re.M)
+    assert row is not None and int(row.group(1)) >= 21, r.stdout  # notes (20) and messi (1) at the reference's 0.1

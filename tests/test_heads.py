@@ -340,3 +340,39 @@ def test_the_start_up_refusal_is_one_line_exit_2(tmp_path):
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "--set task.type" in lines[0] and "scores8 [1, 7600, 10]" in lines[0], r.stderr
     assert not Path(tmp_path / "r.jsonl").exists()
+
+
+def test_quantized_outputs_are_refused_at_start_up_naming_the_output():
+    outputs = [TensorInfo("output0", (1, 84, 8400), np.dtype(np.int8))]
+    head = heads.choose(TaskConfig(), outputs, SPEC, [])
+    with pytest.raises(ConfigError, match="output 'output0' is int8: edge cannot read quantized outputs without their scale"):
+        heads.build(head, resolved_task(TaskConfig(), head.kind), outputs, SPEC, [])
+
+
+def test_ultralytics_flag_names_set_the_task_keys(tmp_path):
+    import cv2
+
+    cands = [(100 + 60 * i, 200, 40, 40, 0.3 + 0.1 * i, i % 2) for i in range(5)]  # scores 0.3 .. 0.7
+    model = constant_model(tmp_path / "m.onnx", {"output0": v8(cands, 2)}, (1, 3, 640, 640))
+    cv2.imwrite(str(tmp_path / "f.png"), np.zeros((640, 640, 3), np.uint8))
+    out = tmp_path / "r.jsonl"
+    r = run_cli("--model", str(model), "--source", str(tmp_path / "f.png"), "--results", str(out), "-q",
+                "--conf", "0.45", "--max-det", "2", "--set", "task.labels=[a, b]")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [round(d["score"], 2) for d in json.loads(out.read_text())["detections"]] == [0.7, 0.6]
+    r = run_cli("--model", str(model), "--check", "--iou", "1.5")
+    assert (
+        r.returncode == 2 and "--iou: expected a number between 0 and 1, or null for the decoder's default, got 1.5" in r.stderr
+    )
+
+
+@pytest.mark.parametrize("meta,want", [({}, "1x3x640x640"), ({"imgsz": "[320, 480]"}, "1x3x320x480")])
+def test_the_shape_hint_for_a_dynamic_detector_is_a_usable_size(tmp_path, meta, want):
+    from edge.errors import EdgeError
+
+    metadata = {"names": "{0: 'a', 1: 'b'}", "task": "detect", **meta} if meta else None
+    model = constant_model(tmp_path / "dyn.onnx", {"output0": v8([], 2)}, ("batch", 3, "height", "width"), metadata)
+    from edge.dla.predict import predict
+
+    with pytest.raises(EdgeError, match=f"--shape images={want}"):
+        predict(model, "orin", "10.3")

@@ -48,7 +48,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads", type=argtypes.threads, metavar="N", help="ONNX Runtime intra-op threads, 0 = all cores but one (threads)"
     )
-    p.add_argument("--score-threshold", type=argtypes.finite_float, metavar="X", help="task.score_threshold")
+    p.add_argument(
+        "--score-threshold",
+        "--conf",
+        type=argtypes.finite_float,
+        metavar="X",
+        help="keep detections above X (task.score_threshold)",
+    )
+    p.add_argument("--iou", type=argtypes.finite_float, metavar="X", help="NMS overlap (task.iou_threshold)")
+    p.add_argument("--max-det", type=argtypes.positive_int, metavar="N", help="detections per frame (task.max_detections)")
+    p.add_argument(
+        "--agnostic-nms",
+        action="store_true",
+        default=None,
+        help="boxes of different classes suppress each other (task.agnostic_nms)",
+    )
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config key, e.g. --set input.resize=stretch"
     )
@@ -92,6 +106,9 @@ _FLAG_KEYS = {
     "device": "device",
     "threads": "threads",
     "score_threshold": "task.score_threshold",
+    "iou": "task.iou_threshold",
+    "max_det": "task.max_detections",
+    "agnostic_nms": "task.agnostic_nms",
     "log_level": "logging.level",
     "telemetry": "telemetry.backend",
     "idle_baseline": "telemetry.idle_baseline_s",

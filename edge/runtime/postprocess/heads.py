@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+import numpy as np
+
 from edge.errors import ConfigError
 from edge.runtime.backends import TensorInfo
 from edge.runtime.preprocess import PreprocessSpec
@@ -313,6 +315,13 @@ def choose(
 
 def build(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec, labels: List[str]) -> Any:
     """The decoder object for ``head``; its ``head_info`` says which, for the start-up line."""
+    for t in outputs:
+        if t.name in head.outputs.values() and t.dtype in (np.dtype(np.int8), np.dtype(np.uint8)):
+            # quantized values mean nothing without the tensor's scale, which an engine does not hand over
+            raise ConfigError(
+                f"output '{t.name}' is {t.dtype.name}: edge cannot read quantized outputs without their scale; build the "
+                "engine with float16 or float32 outputs (edge-build's default)"
+            )
     decoder = _decoder(head, task, outputs, spec, labels)
     decoder.head_info = head.describe()
     return decoder
