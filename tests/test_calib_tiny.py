@@ -248,7 +248,9 @@ def test_eval_folder_with_labels_from_the_run_config(tiny, tmp_path, capsys):
     cfg.write_text("input:\n  size: [16, 16]\ntask:\n  type: blazeface\n")
     status, _, err = run(capsys, str(tiny / "tiny.onnx"), "--images", str(tiny / "calib"), "--config", str(cfg),
                          "--cache", str(tmp_path / "t.cache"), "--eval", str(tiny / "eval"))  # fmt: skip
-    assert status == 2 and "task.type blazeface" in err
+    # a declared decoder that the outputs do not fit is the first fault: named with the outputs, one line
+    assert status == 2 and "key 'task.type': blazeface does not fit the model's outputs prob [1, 3]" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 1e-9, 100.0, -0.0]))
