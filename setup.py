@@ -13,6 +13,7 @@ FLEET = ["paho-mqtt>=2.0", "prometheus-client>=0.17"]  # MQTT results, Prometheu
 TEST_REQUIRES = [
     *FLEET,
     "pytest",
+    "pytest-timeout",  # a deadlock fails its test instead of holding CI (pyproject's timeout)
     "hypothesis",
     *ONNX,
     "matplotlib",

@@ -66,7 +66,7 @@ def test_blazeface_front_has_eleven_folded_channel_pads(asset):
 
 def test_ppocr_det_needs_a_shape_then_splits_past_the_subgraph_cap(asset):
     path = asset("ppocrv4-det")
-    with pytest.raises(EdgeError, match=r"dynamic input 'x'.*--shape x=1x3x1x1"):
+    with pytest.raises(EdgeError, match=r"dynamic input 'x'.*--shape x=1x3x640x640"):
         predict(path, "orin")
     count = ops(path)
     r = predict(path, "orin", "10.3", OCR_SHAPE)

@@ -44,7 +44,7 @@ def edge_run_path(tmp_path: Path) -> str:
     if found:
         return found
     shim = tmp_path / "bin" / "edge-run"
-    shim.parent.mkdir()
+    shim.parent.mkdir(exist_ok=True)
     shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m edge run "$@"\n')
     shim.chmod(0o755)
     return str(shim)

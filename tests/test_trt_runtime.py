@@ -537,7 +537,7 @@ def test_an_ultralytics_engine_gives_tensorrt_only_its_plan_and_edge_its_names(t
         b = backend_for(engine, trt)
     try:
         assert ("deserialize_cuda_engine", plan_size) in machine.calls  # the plan alone, not the header
-        assert b.metadata.names == ("person", "bicycle") and b.metadata.imgsz == (256, 256)
+        assert b.model_metadata.names == ("person", "bicycle") and b.model_metadata.imgsz == (256, 256)
         assert "without an edge manifest" in caplog.text and "not checked before TensorRT reads it" in caplog.text
     finally:
         b.close()

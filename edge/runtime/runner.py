@@ -332,7 +332,7 @@ def _install_signal_handlers(p: Pipeline) -> dict:
 def fit_model(cfg: Any, backend: Any) -> Tuple[Any, Any, Any]:
     """(image input, preprocessing, decoder) for the model a backend loaded: the config's keys, the rest from the
     model's tensors and metadata."""
-    meta = getattr(backend, "metadata", None)
+    meta = getattr(backend, "model_metadata", None)
     tensor = pick_input(cfg, backend.inputs)
     spec = preprocess_spec(cfg, tensor, meta)
     return tensor, spec, create_postprocessor(cfg, backend.outputs, spec, meta)
@@ -449,7 +449,7 @@ def run(cfg: Any) -> int:
         runner.post.head_info,
         runner.source.description,
     )
-    taken = describe(getattr(runner.backend, "metadata", None) or NONE)
+    taken = describe(getattr(runner.backend, "model_metadata", None) or NONE)
     if taken:
         log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
     summary, error = runner.run()

@@ -33,7 +33,7 @@ class Backend(Protocol):
     device: str  # what actually runs it, e.g. "cpu", "cuda:0", "dla:0"
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
-    metadata: Any  # edge.metadata.ModelMetadata: what the model file says of itself
+    model_metadata: Any  # edge.metadata.ModelMetadata: what the model file says of itself
 
     def infer(self, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]: ...
 

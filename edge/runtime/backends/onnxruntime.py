@@ -60,7 +60,7 @@ class OnnxRuntimeBackend:
         self.inputs = [self._info(t) for t in self.session.get_inputs()]
         self.outputs = [self._info(t) for t in self.session.get_outputs()]
         self._output_names = [t.name for t in self.outputs]
-        self.metadata = metadata.read(f"model '{model_path}'", self.session.get_modelmeta().custom_metadata_map or {})
+        self.model_metadata = metadata.read(f"model '{model_path}'", self.session.get_modelmeta().custom_metadata_map or {})
 
     @staticmethod
     def _info(t: Any) -> TensorInfo:

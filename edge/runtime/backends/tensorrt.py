@@ -276,11 +276,11 @@ class TensorRTBackend:
         if buffer_sets < 1:
             raise ValueError("buffer_sets must be >= 1")
         self.engine_path = Path(engine_path)
-        self.metadata = NONE
+        self.model_metadata = NONE
         offset, header = split(self.engine_path) if self.engine_path.is_file() else (0, None)
         manifest: Optional[Dict[str, Any]] = None
         if header is not None and not manifest_path(self.engine_path).is_file():
-            self.metadata = read_metadata(f"engine '{self.engine_path}'", header)
+            self.model_metadata = read_metadata(f"engine '{self.engine_path}'", header)
             dla = header.get("dla")  # Ultralytics' own loader puts such an engine on the core its export named
             if dla_core is None and isinstance(dla, int) and not isinstance(dla, bool) and dla >= 0:
                 dla_core = dla
@@ -295,7 +295,7 @@ class TensorRTBackend:
             # The file checks need neither TensorRT nor CUDA: a tampered or half-copied engine is named as such anywhere.
             manifest = verify_manifest(self.engine_path)
         if manifest is not None and isinstance(manifest.get("model_metadata"), dict):
-            self.metadata = read_metadata(f"manifest of '{self.engine_path}'", manifest["model_metadata"])
+            self.model_metadata = read_metadata(f"manifest of '{self.engine_path}'", manifest["model_metadata"])
         if (
             manifest is not None and manifest["tensorrt"].get("api") == "tensorrt_rtx"
         ):  # what edge-build makes off a Jetson, for its tests
