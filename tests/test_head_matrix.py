@@ -14,7 +14,6 @@ import math
 from typing import Dict, List, Tuple
 
 import numpy as np
-import pytest
 
 from edge.config import TaskConfig
 from edge.errors import ConfigError, EdgeError, RunFailed
