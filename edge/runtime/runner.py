@@ -422,8 +422,10 @@ def _check_artefact(cfg: Any) -> int:
     tensors = ""
     if inputs:
         tensor = pick_input(cfg, inputs)
-        spec = preprocess_spec(cfg, tensor)
-        create_postprocessor(cfg, outputs, spec)
+        raw = manifest.get("model_metadata")
+        meta = read_metadata(f"manifest of '{path}'", raw) if isinstance(raw, dict) else None
+        spec = preprocess_spec(cfg, tensor, meta)
+        create_postprocessor(cfg, outputs, spec, meta)
         tensors = f"; the config fits its tensors (input {tensor.name} {list(spec.input_shape)} {spec.dtype})"
     dev = manifest["device"]
     built = f"TensorRT {manifest['tensorrt'].get('version')}"
