@@ -25,5 +25,10 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   source .venv/bin/activate
 fi
 python -m pip install -q -e '.[cv,ort,dev,test]'
+# Ultralytics' own post-processing is the reference of tests/test_ultralytics.py (test-only, AGPL: run, never imported
+# by edge): a CPU torch (this kind of machine has its wheel on disk; elsewhere pip fetches PyPI's CUDA build), then
+# ultralytics without its declared dependencies (torchvision, polars, requests... are not on the tested paths).
+python -m pip install -q torch==2.13.0
+python -m pip install -q --no-deps ultralytics==8.4.190
 edge assets fetch demo
 python -m pytest -m "not gpu" "$@"

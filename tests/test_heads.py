@@ -376,3 +376,26 @@ def test_the_shape_hint_for_a_dynamic_detector_is_a_usable_size(tmp_path, meta, 
 
     with pytest.raises(EdgeError, match=f"--shape images={want}"):
         predict(model, "orin", "10.3")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(1, 30), st.integers(1, 30), st.integers(0, 3)), max_size=60
+    ),
+    st.sampled_from([2048, 16, 5]),
+    st.booleans(),
+    st.floats(0.1, 0.9),
+)
+def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, agnostic, thr):
+    """The suppression-matrix rounds, the class blocks and the box-by-box walk (MATRIX lowered to reach them) keep
+    exactly what greedy NMS from its definition keeps, ties of score broken by position."""
+    from edge.runtime.postprocess import boxes as core
+
+    monkeypatch.setattr(core, "MATRIX", matrix)
+    b = np.array([[x, y, x + w, y + h] for x, y, w, h, _ in rows], np.float32).reshape(-1, 4)
+    cls = np.array([c for *_, c in rows], np.int64)
+    scores = np.linspace(1.0, 0.1, len(rows), dtype=np.float32)[::-1].copy()  # distinct, not in input order
+    want = [r[:5] for r in oracle([(*b[i], scores[i], cls[i]) for i in range(len(rows))], -1.0, thr, 7, agnostic)]
+    got = core.nms(b, scores, thr, 7, None if agnostic else cls)
+    assert [(*b[i], scores[i]) for i in got] == [tuple(w) for w in want]

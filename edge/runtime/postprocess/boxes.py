@@ -57,19 +57,85 @@ def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area + areas - inter, 1e-9)
 
 
+MATRIX = 2048  # candidates per suppression matrix (16 MB of float32); more go class block by class block, or one by one
+
+
 def nms(
     boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, max_out: int, classes: Optional[np.ndarray] = None
 ) -> np.ndarray:
-    """Indices of the kept boxes, best first. With ``classes``, boxes of different classes never suppress each other."""
+    """Indices of the kept boxes, best first. With ``classes``, boxes of different classes never suppress each other.
+
+    Greedy NMS (keep the best box, drop those that overlap it above the threshold, repeat) computed exactly but
+    without a Python step per box: see ``_greedy``. Blocks of whole classes of at most MATRIX candidates are solved
+    one at a time; one class (or agnostic NMS) beyond that falls back to the box-by-box loop."""
     if len(boxes) == 0:
         return np.zeros(0, np.int64)
-    if classes is not None:
-        # Each class moves to its own region of the plane, far enough that no two classes overlap: one pass then
-        # handles all classes.
-        span = float(np.abs(boxes).max()) * 2 + 1.0
-        boxes = boxes + (classes.astype(np.float64) * span)[:, None].astype(boxes.dtype)
     order = np.argsort(-scores, kind="stable")
+    boxes = boxes[order].astype(np.float32, copy=False)
+    if classes is None:
+        kept = _greedy(boxes, iou_threshold, max_out)
+        return order[kept]
+    cls = np.asarray(classes)[order]
+    # Each class moves to its own region of the plane, far enough that no two classes overlap.
+    span = float(np.abs(boxes).max()) * 2 + 1.0
+    shifted = boxes + (cls.astype(np.float64) * span)[:, None].astype(np.float32)
+    if len(boxes) <= MATRIX:
+        return order[_greedy(shifted, iou_threshold, max_out)]
+    by_class = np.argsort(cls, kind="stable")  # score order kept within each class
+    bounds = np.flatnonzero(np.diff(cls[by_class])) + 1
+    groups = np.split(by_class, bounds)
+    kept: list = []
+    block: list = []
+    for g in groups + [None]:
+        if g is not None and sum(len(b) for b in block) + len(g) <= MATRIX:
+            block.append(g)
+            continue
+        if block:
+            members = np.sort(np.concatenate(block))  # back in score order
+            kept.append(members[_greedy(shifted[members], iou_threshold, max_out)])
+        block = [g] if g is not None else []
+    merged = np.sort(np.concatenate(kept)) if kept else np.zeros(0, np.int64)
+    return order[merged[:max_out]]
+
+
+def _greedy(boxes: np.ndarray, iou_threshold: float, max_out: int) -> np.ndarray:
+    """Greedy NMS of ``boxes`` sorted best first: the positions kept, at most ``max_out``.
+
+    With S[i, j] = (i < j and IoU(i, j) > threshold), box j is kept iff no kept box i suppresses it. That defines the
+    kept set uniquely (by induction on j), so iterating keep = not (keep @ S) from "all kept" until nothing changes
+    reaches it; each round is one matrix product, and the rounds needed are the longest chain of suppressions (a few).
+    Past a round limit, or for more boxes than a matrix holds, the boxes are walked one by one."""
+    n = len(boxes)
+    if n > MATRIX:
+        return _walk(boxes, iou_threshold, max_out)
+    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    areas = (x2 - x1) * (y2 - y1)
+    w = np.clip(np.minimum(x2[:, None], x2[None, :]) - np.maximum(x1[:, None], x1[None, :]), 0, None)
+    h = np.clip(np.minimum(y2[:, None], y2[None, :]) - np.maximum(y1[:, None], y1[None, :]), 0, None)
+    inter = w * h
+    union = np.maximum(areas[:, None] + areas[None, :] - inter, 1e-9)
+    suppress = np.triu(inter > iou_threshold * union, k=1).astype(np.float32)
+    keep = np.ones(n, np.float32)
+    for _ in range(64):
+        nxt = (keep @ suppress == 0).astype(np.float32)
+        if np.array_equal(nxt, keep):
+            return np.flatnonzero(keep)[:max_out]
+        keep = nxt
+    out: list = []  # a chain longer than the rounds: the same rule, box by box, on the matrix
+    dead = np.zeros(n, bool)
+    for j in range(n):
+        if not dead[j]:
+            out.append(j)
+            if len(out) == max_out:
+                break
+            dead |= suppress[j] > 0
+    return np.asarray(out, np.int64)
+
+
+def _walk(boxes: np.ndarray, iou_threshold: float, max_out: int) -> np.ndarray:
+    """Greedy NMS box by box (sorted best first), for more boxes than a suppression matrix holds."""
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    order = np.arange(len(boxes))
     keep = []
     while order.size and len(keep) < max_out:
         best = order[0]

@@ -89,7 +89,7 @@ class Decoded:
             kps, kp_scores = k[:, :, :2], (k[:, :, 2] if dims == 3 else None)
         if extra is not None and self.head.mask_dims:
             proto = self.names["protos"]
-            masks = ProtoMasks(as_float(proto, out[proto][0]), extra[keep, : self.head.mask_dims], boxes, *self.size)
+            masks = ProtoMasks(as_float(proto, out[proto][0]), extra[keep, : self.head.mask_dims], *self.size)
             frame_boxes = tf.to_frame(boxes)
 
             def mask_of(i: int) -> Dict[str, Any]:

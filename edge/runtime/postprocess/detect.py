@@ -40,5 +40,7 @@ def detections(
             d.keypoint_scores = keypoint_scores[i].tolist()
         if mask_of is not None:
             d.mask = mask_of(int(i))
+            if not any(d.mask["counts"][1::2]):
+                continue  # a segment with no pixel is no detection (Ultralytics' predictor drops it too)
         out.append(d)
     return Result(detections=out)

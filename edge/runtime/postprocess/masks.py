@@ -1,7 +1,7 @@
 """Instance masks of prototype-mask heads (YOLOv8-seg and its kin), and their run-length encoding in results.
 
-A detection's mask is its coefficients times the prototypes (logits at a quarter of the input size), zero outside
-its box, sampled bilinearly and kept where the logit is above 0 (a probability above 0.5), as Ultralytics'
+A detection's mask is its coefficients times the prototypes (logits at a quarter of the input size), sampled
+bilinearly, kept where the logit is above 0 (a probability above 0.5) and inside its box, as Ultralytics'
 ``process_mask`` does. edge samples the logits straight into the detection's box in frame pixels (one affine warp),
 instead of first up-sampling every mask to the input size and then again to the frame.
 
@@ -53,22 +53,18 @@ def decode_rle(m: Dict[str, Any]) -> np.ndarray:
 
 
 class ProtoMasks:
-    """Masks from one frame's prototypes ``(nm, mh, mw)`` for detections with coefficients ``(K, nm)`` and boxes in
-    input pixels ``(K, 4)``; ``mask(i, frame_box)`` encodes detection i over the frame."""
+    """Masks from one frame's prototypes ``(nm, mh, mw)`` for detections with coefficients ``(K, nm)``;
+    ``mask(i, frame_box, tf)`` encodes detection i inside its box over the frame."""
 
-    def __init__(self, protos: np.ndarray, coeffs: np.ndarray, boxes: np.ndarray, input_w: int, input_h: int) -> None:
+    def __init__(self, protos: np.ndarray, coeffs: np.ndarray, input_w: int, input_h: int) -> None:
         self.nm, self.mh, self.mw = protos.shape
         self.protos = protos.reshape(self.nm, -1)
-        self.coeffs, self.boxes = coeffs, boxes
+        self.coeffs = coeffs
         self.kx, self.ky = self.mw / input_w, self.mh / input_h  # input pixels -> prototype pixels
 
     def logits(self, i: int) -> np.ndarray:
-        """Detection i's logits at prototype size, zero outside its box (its box scaled to that size)."""
-        m = (self.coeffs[i] @ self.protos).reshape(self.mh, self.mw)
-        x1, y1, x2, y2 = self.boxes[i] * np.array([self.kx, self.ky, self.kx, self.ky], np.float32)
-        cols, rows = np.arange(self.mw), np.arange(self.mh)
-        inside = ((rows >= y1) & (rows < y2))[:, None] & ((cols >= x1) & (cols < x2))[None, :]
-        return np.where(inside, m, 0.0).astype(np.float32)
+        """Detection i's logits at prototype size."""
+        return (self.coeffs[i] @ self.protos).reshape(self.mh, self.mw).astype(np.float32, copy=False)
 
     def mask(self, i: int, frame_box: Any, tf: Transform) -> Dict[str, Any]:
         import cv2
@@ -88,4 +84,10 @@ class ProtoMasks:
         sampled = cv2.warpAffine(
             self.logits(i), warp, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
         )
-        return rle(sampled > 0.0, fx1, fy1, tf.frame_width, tf.frame_height)
+        # The box crops at full resolution, after sampling (Ultralytics' process_mask keeps pixel j when x1 <= j < x2);
+        # cropping whole prototype cells first ate up to 4 input pixels along each edge.
+        cols, rows = np.arange(fx1, fx1 + w), np.arange(fy1, fy1 + h)
+        inside = ((rows >= frame_box[1]) & (rows < frame_box[3]))[:, None] & ((cols >= frame_box[0]) & (cols < frame_box[2]))[
+            None, :
+        ]
+        return rle((sampled > 0.0) & inside, fx1, fy1, tf.frame_width, tf.frame_height)

@@ -84,7 +84,7 @@ class Yolo:
             nm = self.head.mask_dims
             protos = as_float(self.proto, out[self.proto][0])
             coeffs = self.rows(pred, idx, first + c, first + c + nm)
-            masks = ProtoMasks(protos, coeffs, boxes, *self.size)
+            masks = ProtoMasks(protos, coeffs, *self.size)
             frame_boxes = tf.to_frame(boxes)
 
             def mask_of(i: int) -> Dict[str, Any]:
