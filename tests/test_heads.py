@@ -383,16 +383,16 @@ def test_the_shape_hint_for_a_dynamic_detector_is_a_usable_size(tmp_path, meta, 
     st.lists(
         st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(1, 30), st.integers(1, 30), st.integers(0, 3)), max_size=60
     ),
-    st.sampled_from([2048, 16, 5]),
+    st.sampled_from([1 << 21, 40, 0]),
     st.booleans(),
     st.floats(0.1, 0.9),
 )
 def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, agnostic, thr):
-    """The suppression-matrix rounds, the class blocks and the box-by-box walk (MATRIX lowered to reach them) keep
+    """The rounds over the suppression pairs, and the box-by-box walk (PAIRS lowered to reach it), keep
     exactly what greedy NMS from its definition keeps, ties of score broken by position."""
     from edge.runtime.postprocess import boxes as core
 
-    monkeypatch.setattr(core, "MATRIX", matrix)
+    monkeypatch.setattr(core, "PAIRS", matrix)
     b = np.array([[x, y, x + w, y + h] for x, y, w, h, _ in rows], np.float32).reshape(-1, 4)
     cls = np.array([c for *_, c in rows], np.int64)
     scores = np.linspace(1.0, 0.1, len(rows), dtype=np.float32)[::-1].copy()  # distinct, not in input order

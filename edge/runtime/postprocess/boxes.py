@@ -57,7 +57,7 @@ def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area + areas - inter, 1e-9)
 
 
-MATRIX = 2048  # candidates per suppression matrix (16 MB of float32); more go class block by class block, or one by one
+PAIRS = 1 << 21  # overlap tests solved at once (a few tens of MB of temporaries); more go box by box
 
 
 def nms(
@@ -65,75 +65,68 @@ def nms(
 ) -> np.ndarray:
     """Indices of the kept boxes, best first. With ``classes``, boxes of different classes never suppress each other.
 
-    Greedy NMS (keep the best box, drop those that overlap it above the threshold, repeat) computed exactly but
-    without a Python step per box: see ``_greedy``. Blocks of whole classes of at most MATRIX candidates are solved
-    one at a time; one class (or agnostic NMS) beyond that falls back to the box-by-box loop."""
+    Greedy NMS (keep the best box, drop those that overlap it above the threshold, repeat), computed exactly without
+    a Python step per box where the pairs that can suppress each other (same class, or all for agnostic NMS) number
+    at most PAIRS: see ``_by_pairs``. Beyond that it walks the boxes one by one."""
     if len(boxes) == 0:
         return np.zeros(0, np.int64)
     order = np.argsort(-scores, kind="stable")
-    boxes = boxes[order].astype(np.float32, copy=False)
-    if classes is None:
-        kept = _greedy(boxes, iou_threshold, max_out)
-        return order[kept]
-    cls = np.asarray(classes)[order]
-    # Each class moves to its own region of the plane, far enough that no two classes overlap.
-    span = float(np.abs(boxes).max()) * 2 + 1.0
-    shifted = boxes + (cls.astype(np.float64) * span)[:, None].astype(np.float32)
-    if len(boxes) <= MATRIX:
-        return order[_greedy(shifted, iou_threshold, max_out)]
-    by_class = np.argsort(cls, kind="stable")  # score order kept within each class
-    bounds = np.flatnonzero(np.diff(cls[by_class])) + 1
-    groups = np.split(by_class, bounds)
-    kept: list = []
-    block: list = []
-    for g in groups + [None]:
-        if g is not None and sum(len(b) for b in block) + len(g) <= MATRIX:
-            block.append(g)
-            continue
-        if block:
-            members = np.sort(np.concatenate(block))  # back in score order
-            kept.append(members[_greedy(shifted[members], iou_threshold, max_out)])
-        block = [g] if g is not None else []
-    merged = np.sort(np.concatenate(kept)) if kept else np.zeros(0, np.int64)
-    return order[merged[:max_out]]
+    ranked = boxes[order].astype(np.float32, copy=False)
+    groups = None if classes is None else np.asarray(classes)[order]
+    kept = _by_pairs(ranked, groups, iou_threshold, max_out)
+    if kept is None:
+        kept = _walk(ranked, groups, iou_threshold, max_out)
+    return order[kept]
 
 
-def _greedy(boxes: np.ndarray, iou_threshold: float, max_out: int) -> np.ndarray:
-    """Greedy NMS of ``boxes`` sorted best first: the positions kept, at most ``max_out``.
+def _by_pairs(boxes: np.ndarray, groups: Optional[np.ndarray], iou_threshold: float, max_out: int) -> Optional[np.ndarray]:
+    """Greedy NMS of ``boxes`` ranked best first: the ranks kept, at most ``max_out``; None when there are too many pairs.
 
-    With S[i, j] = (i < j and IoU(i, j) > threshold), box j is kept iff no kept box i suppresses it. That defines the
-    kept set uniquely (by induction on j), so iterating keep = not (keep @ S) from "all kept" until nothing changes
-    reaches it; each round is one matrix product, and the rounds needed are the longest chain of suppressions (a few).
-    Past a round limit, or for more boxes than a matrix holds, the boxes are walked one by one."""
+    Every pair (i, j) of one group with rank i < j and IoU above the threshold is an edge "i suppresses j". Box j is
+    kept iff no kept box has an edge to it; that defines the kept set uniquely (by induction on rank), so iterating
+    keep[j] = no edge from a kept box, from "all kept", stops exactly there. Each round counts the edges from kept boxes
+    into each box (one bincount); the rounds needed are the longest chain of suppressions, a few in practice."""
     n = len(boxes)
-    if n > MATRIX:
-        return _walk(boxes, iou_threshold, max_out)
-    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
-    areas = (x2 - x1) * (y2 - y1)
-    w = np.clip(np.minimum(x2[:, None], x2[None, :]) - np.maximum(x1[:, None], x1[None, :]), 0, None)
-    h = np.clip(np.minimum(y2[:, None], y2[None, :]) - np.maximum(y1[:, None], y1[None, :]), 0, None)
+    g = np.zeros(n, np.int64) if groups is None else groups
+    by_group = np.argsort(g, kind="stable")  # ranks, grouped, still best first within each group
+    gs = g[by_group]
+    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    later = np.repeat(starts + sizes, sizes) - np.arange(n) - 1  # partners after each box in its group
+    total = int(later.sum())
+    if total > PAIRS:
+        return None
+    first = np.repeat(np.arange(n), later)
+    second = first + 1 + np.arange(total) - np.repeat(np.cumsum(later) - later, later)
+    a, b = boxes[by_group[first]], boxes[by_group[second]]
+    w = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]), 0, None)
+    h = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]), 0, None)
     inter = w * h
-    union = np.maximum(areas[:, None] + areas[None, :] - inter, 1e-9)
-    suppress = np.triu(inter > iou_threshold * union, k=1).astype(np.float32)
-    keep = np.ones(n, np.float32)
+    union = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
+    hit = inter > iou_threshold * np.maximum(union, 1e-9)
+    src, dst = by_group[first[hit]], by_group[second[hit]]  # ranks: src < dst
+    keep = np.ones(n, bool)
     for _ in range(64):
-        nxt = (keep @ suppress == 0).astype(np.float32)
+        nxt = np.bincount(dst, weights=keep[src], minlength=n) == 0
         if np.array_equal(nxt, keep):
             return np.flatnonzero(keep)[:max_out]
         keep = nxt
-    out: list = []  # a chain longer than the rounds: the same rule, box by box, on the matrix
+    out: list = []  # a chain longer than the rounds: the same rule, rank by rank, over the edges
+    ordered = np.argsort(src, kind="stable")
+    src, dst = src[ordered], dst[ordered]
+    bounds = np.searchsorted(src, np.arange(n + 1))
     dead = np.zeros(n, bool)
     for j in range(n):
         if not dead[j]:
             out.append(j)
             if len(out) == max_out:
                 break
-            dead |= suppress[j] > 0
+            dead[dst[bounds[j] : bounds[j + 1]]] = True
     return np.asarray(out, np.int64)
 
 
-def _walk(boxes: np.ndarray, iou_threshold: float, max_out: int) -> np.ndarray:
-    """Greedy NMS box by box (sorted best first), for more boxes than a suppression matrix holds."""
+def _walk(boxes: np.ndarray, groups: Optional[np.ndarray], iou_threshold: float, max_out: int) -> np.ndarray:
+    """Greedy NMS box by box (ranked best first), for more pairs than ``_by_pairs`` takes at once."""
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     order = np.arange(len(boxes))
     keep = []
@@ -147,7 +140,10 @@ def _walk(boxes: np.ndarray, iou_threshold: float, max_out: int) -> np.ndarray:
         w = np.clip(np.minimum(b[2], boxes[rest, 2]) - np.maximum(b[0], boxes[rest, 0]), 0, None)
         h = np.clip(np.minimum(b[3], boxes[rest, 3]) - np.maximum(b[1], boxes[rest, 1]), 0, None)
         inter = w * h
-        order = rest[inter <= iou_threshold * np.maximum(areas[best] + areas[rest] - inter, 1e-9)]
+        stays = inter <= iou_threshold * np.maximum(areas[best] + areas[rest] - inter, 1e-9)
+        if groups is not None:
+            stays |= groups[rest] != groups[best]
+        order = rest[stays]
     return np.asarray(keep, np.int64)
 
 

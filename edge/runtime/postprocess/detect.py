@@ -30,14 +30,21 @@ def detections(
     ``mask_of(i)`` makes candidate i's mask, only for the boxes kept."""
     frame_boxes = tf.to_frame(boxes)
     keep = np.flatnonzero(visible(frame_boxes))
-    frame_kps = tf.to_frame(keypoints.reshape(len(keypoints), keypoints.shape[1] * 2)) if keypoints is not None else None
+    # Python lists made once per array: one tolist() is cheaper than a conversion per detection
+    box_list, score_list, class_list = frame_boxes[keep].tolist(), scores[keep].tolist(), classes[keep].tolist()
+    kp_list = None
+    if keypoints is not None:
+        p = keypoints.shape[1]  # explicit sizes: -1 cannot be inferred for a frame with no detection
+        kp_list = tf.to_frame(keypoints[keep].reshape(len(keep), p * 2)).reshape(len(keep), p, 2).tolist()
+    kp_scores = keypoint_scores[keep].tolist() if keypoint_scores is not None else None
+    names = {c: label_of(labels, c) for c in set(class_list)}
     out = []
-    for i in keep:
-        d = Detection(frame_boxes[i].tolist(), float(scores[i]), int(classes[i]), label_of(labels, int(classes[i])))
-        if frame_kps is not None:
-            d.keypoints = frame_kps[i].reshape(-1, 2).tolist()
-        if keypoint_scores is not None:
-            d.keypoint_scores = keypoint_scores[i].tolist()
+    for k, i in enumerate(keep):
+        d = Detection(box_list[k], score_list[k], class_list[k], names[class_list[k]])
+        if kp_list is not None:
+            d.keypoints = kp_list[k]
+        if kp_scores is not None:
+            d.keypoint_scores = kp_scores[k]
         if mask_of is not None:
             d.mask = mask_of(int(i))
             if not any(d.mask["counts"][1::2]):
