@@ -384,15 +384,20 @@ def test_the_shape_hint_for_a_dynamic_detector_is_a_usable_size(tmp_path, meta, 
         st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(1, 30), st.integers(1, 30), st.integers(0, 3)), max_size=60
     ),
     st.sampled_from([1 << 21, 40, 0]),
+    st.sampled_from([8, 1]),
+    st.sampled_from([24, 0]),
     st.booleans(),
     st.floats(0.1, 0.9),
 )
-def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, agnostic, thr):
-    """The rounds over the suppression pairs, and the box-by-box walk (PAIRS lowered to reach it), keep
+def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, rounds, few, agnostic, thr):
+    """The rounds over the suppression pairs, the walk over its edges when the rounds run out, and the box-by-box walk
+    (PAIRS, ROUNDS and FEW lowered to reach them), keep
     exactly what greedy NMS from its definition keeps, ties of score broken by position."""
     from edge.runtime.postprocess import boxes as core
 
     monkeypatch.setattr(core, "PAIRS", matrix)
+    monkeypatch.setattr(core, "ROUNDS", rounds)
+    monkeypatch.setattr(core, "FEW", few)
     b = np.array([[x, y, x + w, y + h] for x, y, w, h, _ in rows], np.float32).reshape(-1, 4)
     cls = np.array([c for *_, c in rows], np.int64)
     scores = np.linspace(1.0, 0.1, len(rows), dtype=np.float32)[::-1].copy()  # distinct, not in input order

@@ -58,6 +58,8 @@ def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 
 PAIRS = 1 << 21  # overlap tests solved at once (a few tens of MB of temporaries); more go box by box
+ROUNDS = 8  # fixpoint rounds before walking the suppression edges rank by rank (dense one-class heaps chain deeply)
+FEW = 24  # candidates so few that walking them box by box costs less than setting up the pairs
 
 
 def nms(
@@ -73,7 +75,7 @@ def nms(
     order = np.argsort(-scores, kind="stable")
     ranked = boxes[order].astype(np.float32, copy=False)
     groups = None if classes is None else np.asarray(classes)[order]
-    kept = _by_pairs(ranked, groups, iou_threshold, max_out)
+    kept = _by_pairs(ranked, groups, iou_threshold, max_out) if len(ranked) > FEW else None
     if kept is None:
         kept = _walk(ranked, groups, iou_threshold, max_out)
     return order[kept]
@@ -106,7 +108,7 @@ def _by_pairs(boxes: np.ndarray, groups: Optional[np.ndarray], iou_threshold: fl
     hit = inter > iou_threshold * np.maximum(union, 1e-9)
     src, dst = by_group[first[hit]], by_group[second[hit]]  # ranks: src < dst
     keep = np.ones(n, bool)
-    for _ in range(64):
+    for _ in range(ROUNDS):
         nxt = np.bincount(dst, weights=keep[src], minlength=n) == 0
         if np.array_equal(nxt, keep):
             return np.flatnonzero(keep)[:max_out]
