@@ -84,46 +84,53 @@ def nms(
 def _by_pairs(boxes: np.ndarray, groups: Optional[np.ndarray], iou_threshold: float, max_out: int) -> Optional[np.ndarray]:
     """Greedy NMS of ``boxes`` ranked best first: the ranks kept, at most ``max_out``; None when there are too many pairs.
 
-    Every pair (i, j) of one group with rank i < j and IoU above the threshold is an edge "i suppresses j". Box j is
-    kept iff no kept box has an edge to it; that defines the kept set uniquely (by induction on rank), so iterating
-    keep[j] = no edge from a kept box, from "all kept", stops exactly there. Each round counts the edges from kept boxes
-    into each box (one bincount); the rounds needed are the longest chain of suppressions, a few in practice."""
+    Every pair of one group (a class, or all boxes for agnostic NMS) that overlaps above the threshold is an edge from
+    the better-ranked box to the other. Box j is kept iff no kept box has an edge to it; that defines the kept set
+    uniquely (by induction on rank), so iterating keep[j] = no edge from a kept box, from "all kept", stops exactly
+    there. Each round counts the edges from kept boxes into each box (one bincount); the rounds needed are the longest
+    chain of suppressions, a few in practice. Only pairs whose x ranges overlap are tested: sorted by group, then
+    left edge, a box's partners are the run of boxes that start before it ends (one searchsorted)."""
     n = len(boxes)
-    g = np.zeros(n, np.int64) if groups is None else groups
-    by_group = np.argsort(g, kind="stable")  # ranks, grouped, still best first within each group
-    gs = g[by_group]
-    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
-    sizes = np.diff(np.r_[starts, n])
-    later = np.repeat(starts + sizes, sizes) - np.arange(n) - 1  # partners after each box in its group
+    x1, y1, x2, y2 = (np.ascontiguousarray(boxes[:, k]) for k in range(4))
+    span = 2.0 * float(max(np.abs(x1).max(), np.abs(x2).max())) + 1.0
+    key = x1.astype(np.float64) + (0.0 if groups is None else groups.astype(np.float64) * span)
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    ends = np.searchsorted(sorted_key, sorted_key + (x2 - x1)[by_key].astype(np.float64), side="left")
+    later = np.maximum(ends - np.arange(n) - 1, 0)  # partners after each box in that order
     total = int(later.sum())
     if total > PAIRS:
         return None
     first = np.repeat(np.arange(n), later)
     second = first + 1 + np.arange(total) - np.repeat(np.cumsum(later) - later, later)
-    a, b = boxes[by_group[first]], boxes[by_group[second]]
-    w = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]), 0, None)
-    h = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]), 0, None)
+    i, j = by_key[first], by_key[second]
+    w = np.clip(np.minimum(x2[i], x2[j]) - np.maximum(x1[i], x1[j]), 0, None)
+    h = np.clip(np.minimum(y2[i], y2[j]) - np.maximum(y1[i], y1[j]), 0, None)
     inter = w * h
-    union = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
-    hit = inter > iou_threshold * np.maximum(union, 1e-9)
-    src, dst = by_group[first[hit]], by_group[second[hit]]  # ranks: src < dst
+    areas = (x2 - x1) * (y2 - y1)
+    hit = inter > iou_threshold * np.maximum(areas[i] + areas[j] - inter, 1e-9)
+    i, j = i[hit], j[hit]
+    src, dst = np.minimum(i, j), np.maximum(i, j)  # from the better rank to the worse
     keep = np.ones(n, bool)
     for _ in range(ROUNDS):
         nxt = np.bincount(dst, weights=keep[src], minlength=n) == 0
         if np.array_equal(nxt, keep):
             return np.flatnonzero(keep)[:max_out]
         keep = nxt
-    out: list = []  # a chain longer than the rounds: the same rule, rank by rank, over the edges
+    # A chain longer than the rounds: the same rule rank by rank, over the edges of the kept boxes only, in plain
+    # Python lists (a numpy call per rank cost ten times more on a dense one-class heap).
     ordered = np.argsort(src, kind="stable")
-    src, dst = src[ordered], dst[ordered]
-    bounds = np.searchsorted(src, np.arange(n + 1))
-    dead = np.zeros(n, bool)
+    targets = dst[ordered].tolist()
+    bounds = np.searchsorted(src[ordered], np.arange(n + 1)).tolist()
+    dead = bytearray(n)
+    out: list = []
     for j in range(n):
         if not dead[j]:
             out.append(j)
             if len(out) == max_out:
                 break
-            dead[dst[bounds[j] : bounds[j + 1]]] = True
+            for t in targets[bounds[j] : bounds[j + 1]]:
+                dead[t] = 1
     return np.asarray(out, np.int64)
 
 
