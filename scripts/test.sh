@@ -2,6 +2,7 @@
 # The test suite, as CI runs it: installs what the tests need, fetches the demo assets, runs pytest.
 #   bash scripts/test.sh            # everything but the GPU tests (in .venv, made if missing)
 #   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
+#   EDGE_NO_TORCH=1 bash scripts/test.sh   # without torch + ultralytics (the reference of tests/test_ultralytics.py)
 # As root on Debian/Ubuntu it also installs the real servers the tests talk to on 127.0.0.1
 # (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg, mosquitto, Prometheus, headless Chromium); elsewhere those
 # tests skip and say why.
@@ -28,7 +29,10 @@ python -m pip install -q -e '.[cv,ort,dev,test]'
 # Ultralytics' own post-processing is the reference of tests/test_ultralytics.py (test-only, AGPL: run, never imported
 # by edge): a CPU torch (this kind of machine has its wheel on disk; elsewhere pip fetches PyPI's CUDA build), then
 # ultralytics without its declared dependencies (torchvision, polars, requests... are not on the tested paths).
-python -m pip install -q torch==2.13.0
-python -m pip install -q --no-deps ultralytics==8.4.190
+# EDGE_NO_TORCH=1 leaves them out (those tests then skip and say why; CI requires them).
+if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
+  python -m pip install -q torch==2.13.0
+  python -m pip install -q --no-deps ultralytics==8.4.190
+fi
 edge assets fetch demo
 python -m pytest -m "not gpu" "$@"
