@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge.config import TaskConfig
+from edge.config import TASK_TYPES, TaskConfig
 from edge.errors import ConfigError, RunFailed
 from edge.runtime.backends import TensorInfo
 from edge.runtime.postprocess import heads, resolved_task
@@ -404,3 +404,33 @@ def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, rou
     want = [r[:5] for r in oracle([(*b[i], scores[i], cls[i]) for i in range(len(rows))], -1.0, thr, 7, agnostic)]
     got = core.nms(b, scores, thr, 7, None if agnostic else cls)
     assert [(*b[i], scores[i]) for i in got] == [tuple(w) for w in want]
+
+
+dims = st.one_of(st.integers(-2, 9000), st.none(), st.text(max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=12), st.lists(dims, max_size=5)), min_size=0, max_size=6), st.sampled_from(TASK_TYPES))
+def test_any_outputs_give_a_decoder_or_one_config_error(outputs, declared):
+    """Whatever a model declares (odd ranks, zero, negative, symbolic or missing dimensions, odd names), head
+    recognition answers with a decoder or one ConfigError line, never another exception."""
+    infos_ = [TensorInfo(name, tuple(shape), np.dtype(np.float32)) for name, shape in outputs]
+    try:
+        head = heads.choose(TaskConfig(type=declared), infos_, SPEC, [])
+        heads.build(head, resolved_task(TaskConfig(type=declared), head.kind), infos_, SPEC, [])
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["names", "imgsz", "stride", "task", "kpt_shape", "end2end", "x"]), st.text(max_size=40)))
+def test_any_metadata_strings_read_or_refuse_in_one_line(raw):
+    from edge.errors import EdgeError
+    from edge.metadata import read
+
+    try:
+        meta = read("m.onnx", raw)
+    except EdgeError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert all(isinstance(n, str) for n in meta.names)

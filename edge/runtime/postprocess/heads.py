@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from edge.errors import ConfigError
+from edge.errors import ConfigError, one_line
 from edge.runtime.backends import TensorInfo
 from edge.runtime.preprocess import PreprocessSpec
 
@@ -287,10 +287,12 @@ def choose(
             return fit
         others = [k for k, f in FITS.items() if k != declared and isinstance(f(ctx), Head)]
         hint = f"task.type {' or '.join(others)} fits them" if others else "no decoder edge has fits them"
-        raise ConfigError(f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: {fit}; {hint}")
+        raise ConfigError(one_line(f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: {fit}; {hint}"))
     meta_task = getattr(meta, "task", None)
     if meta_task == "obb":
-        raise ConfigError(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
+        raise ConfigError(
+            one_line(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
+        )
     kinds = _META_TASKS.get(meta_task, tuple(FITS)) if meta_task else tuple(FITS)
     if ctx.layout != "auto":  # a YOLO layout named in the config: only the raw YOLO heads are meant
         kinds = tuple(k for k in kinds if k in ("yolo", "yolo_seg", "yolo_pose"))
@@ -303,13 +305,17 @@ def choose(
         return heads[0]
     if heads or ambiguous:
         raise ConfigError(
-            f"{key}: not set (auto), and the outputs {shown(outputs)} fit "
-            + " and ".join([h.describe() for h in heads] + ambiguous)
-            + "; set task.type, or task.yolo_layout for a raw YOLO head"
+            one_line(
+                f"{key}: not set (auto), and the outputs {shown(outputs)} fit "
+                + " and ".join([h.describe() for h in heads] + ambiguous)
+                + "; set task.type, or task.yolo_layout for a raw YOLO head"
+            )
         )
     raise ConfigError(
-        f"{key}: not set (auto), and the outputs {shown(outputs)} fit none of edge's decoders; "
-        f"set task.type to one of {', '.join(FITS)} (docs/models.md shows each head's outputs)"
+        one_line(
+            f"{key}: not set (auto), and the outputs {shown(outputs)} fit none of edge's decoders; "
+            f"set task.type to one of {', '.join(FITS)} (docs/models.md shows each head's outputs)"
+        )
     )
 
 
@@ -319,8 +325,10 @@ def build(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec
         if t.name in head.outputs.values() and t.dtype in (np.dtype(np.int8), np.dtype(np.uint8)):
             # quantized values mean nothing without the tensor's scale, which an engine does not hand over
             raise ConfigError(
-                f"output '{t.name}' is {t.dtype.name}: edge cannot read quantized outputs without their scale; build the "
-                "engine with float16 or float32 outputs (edge-build's default)"
+                one_line(
+                    f"output '{t.name}' is {t.dtype.name}: edge cannot read quantized outputs without their scale; build "
+                    "the engine with float16 or float32 outputs (edge-build's default)"
+                )
             )
     decoder = _decoder(head, task, outputs, spec, labels)
     decoder.head_info = head.describe()
