@@ -1,0 +1,53 @@
+"""Masks in results: COCO run-length encoding as pycocotools reads it, and prototype masks sampled into the frame.
+
+pycocotools (COCO's own reference implementation) decodes edge's encoding, so the format is checked against COCO, not
+against edge's decoder; the sampled masks are checked against a plain up-sample of the logits written here (bilinear,
+half-pixel centres, as ``cv2.resize`` does), then cropped to the box at full resolution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from edge.runtime.postprocess.masks import ProtoMasks, decode_rle, rle
+from edge.runtime.preprocess import PreprocessSpec, plan_resize
+
+mask_util = pytest.importorskip("pycocotools.mask", reason="pycocotools is COCO's reference for the encoding")
+
+
+@settings(max_examples=80, deadline=None)
+@given(arrays(bool, st.tuples(st.integers(1, 12), st.integers(1, 12))), st.integers(0, 6), st.integers(0, 6), st.data())
+def test_the_encoding_is_cocos(crop, x0, y0, data):
+    h, w = crop.shape
+    width, height = x0 + w + data.draw(st.integers(0, 5)), y0 + h + data.draw(st.integers(0, 5))
+    full = np.zeros((height, width), bool)
+    full[y0 : y0 + h, x0 : x0 + w] = crop
+    enc = rle(crop, x0, y0, width, height)
+    assert enc["size"] == [height, width] and sum(enc["counts"]) == width * height
+    coco = mask_util.frPyObjects(enc, height, width)  # uncompressed RLE in, COCO's own decoder out
+    np.testing.assert_array_equal(mask_util.decode(coco).astype(bool), full)
+    np.testing.assert_array_equal(decode_rle(enc), full)
+    assert mask_util.area(coco) == full.sum()
+
+
+def test_a_prototype_mask_is_its_upsampled_logits_inside_its_box():
+    import cv2
+
+    rng = np.random.default_rng(3)
+    protos = cv2.GaussianBlur(rng.normal(0, 1, (160, 160)).astype(np.float32), (0, 0), 6)[None] * 20
+    coeffs = np.ones((1, 1), np.float32)
+    spec = PreprocessSpec(640, 640)
+    tf = plan_resize(spec, 640, 640)[2]  # frame = input
+    box = np.array([101.3, 57.8, 421.6, 390.2], np.float32)
+    got = decode_rle(ProtoMasks(protos, coeffs, 640, 640).mask(0, box, tf))
+    want = cv2.resize(protos[0], (640, 640), interpolation=cv2.INTER_LINEAR) > 0
+    cols, rows = np.arange(640), np.arange(640)
+    inside = ((rows >= box[1]) & (rows < box[3]))[:, None] & ((cols >= box[0]) & (cols < box[2]))[None, :]
+    want &= inside
+    assert want.sum() > 1000 and (~inside & got).sum() == 0
+    iou = (got & want).sum() / (got | want).sum()
+    assert iou > 0.995, iou
