@@ -254,19 +254,22 @@ def segment(
     coefficient @ protos, bilinear upsample to the input size, threshold at 0, crop to the box. Detections whose mask
     ends up empty are dropped, as the predictor does (``segment/predict.py:107-110``).
     """
-    _check_bcn(raw, "segment")
-    torch = _ultralytics()["torch"]
-    ops = _ultralytics()["ops"]
-    nc = raw.shape[1] - 4 - nm
-    if input_hw is None:
-        input_hw = (protos.shape[-2] * 4, protos.shape[-1] * 4)
-    pred = _nms(raw, conf, iou, max_det, agnostic, nc=nc)
+    torch, ops, input_hw, pred = _seg_candidates("segment", raw, protos, conf, iou, max_det, nm, input_hw, agnostic)
     if pred.shape[0] == 0:
         return np.zeros((0, 6), np.float32), np.zeros((0, *input_hw), np.uint8)
     masks = ops.process_mask(_tensor(protos)[0], pred[:, 6:], pred[:, :4], tuple(input_hw), upsample=True)
     keep = masks.amax((-2, -1)) > 0
     pred, masks = pred[keep], masks[keep]
     return pred[:, :6].numpy(), masks.to(torch.uint8).numpy()
+
+
+def _seg_candidates(what, raw, protos, conf, iou, max_det, nm, input_hw, agnostic):
+    """(torch, ops, input size, Ultralytics' NMS rows with their mask coefficients) shared by the two -seg paths."""
+    _check_bcn(raw, what)
+    if input_hw is None:
+        input_hw = (protos.shape[-2] * 4, protos.shape[-1] * 4)
+    pred = _nms(raw, conf, iou, max_det, agnostic, nc=raw.shape[1] - 4 - nm)
+    return _ultralytics()["torch"], _ultralytics()["ops"], input_hw, pred
 
 
 def segment_native(
@@ -287,13 +290,7 @@ def segment_native(
     from the mask logits, upsamples to ``frame_hw`` and crops to the frame box. Returns ``(boxes [K, 6] in frame
     pixels, masks [K, frame_h, frame_w] uint8)``; empty masks are dropped as in :func:`segment`.
     """
-    _check_bcn(raw, "segment_native")
-    torch = _ultralytics()["torch"]
-    ops = _ultralytics()["ops"]
-    nc = raw.shape[1] - 4 - nm
-    if input_hw is None:
-        input_hw = (protos.shape[-2] * 4, protos.shape[-1] * 4)
-    pred = _nms(raw, conf, iou, max_det, agnostic, nc=nc)
+    torch, ops, input_hw, pred = _seg_candidates("segment_native", raw, protos, conf, iou, max_det, nm, input_hw, agnostic)
     if pred.shape[0] == 0:
         return np.zeros((0, 6), np.float32), np.zeros((0, *frame_hw), np.uint8)
     pred[:, :4] = ops.scale_boxes(tuple(input_hw), pred[:, :4], tuple(frame_hw))
