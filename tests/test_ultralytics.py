@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -669,3 +670,39 @@ def test_edge_dla_edge_build_and_an_ultralytics_style_engine(ultra, exported, tm
     r = run_cli("--engine", str(wrapped), "--check")
     assert r.returncode == 0, r.stderr
     assert f"Ultralytics export (80 class names, task detect, imgsz 160x160; the plan starts at byte {offset})" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_every_ultralytics_head_goes_through_edge_dla_calib_and_build(ultra, exported, tmp_path, name, megamind_frames):
+    """Structure, not numbers (random weights): edge dla predicts a placement, edge calib recognises the head from the
+    metadata alone and measures its decisions, edge-build (TensorRT-RTX, CPU) writes an engine whose manifest carries
+    the metadata. edge-run's part is the two tests above."""
+    import subprocess
+    import sys
+
+    import cv2
+
+    model = exported(name)
+    kind = EXPORTS[name][1].split(" (")[0]
+    edge = [sys.executable, "-m", "edge"]
+    r = subprocess.run([*edge, "dla", str(model), "--target", "orin"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "nodes on DLA" in r.stdout, r.stderr
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, frame in list(megamind_frames.items())[:2]:
+        cv2.imwrite(str(images / f"{i}.png"), frame)
+    r = subprocess.run(
+        [*edge, "calib", str(model), "--images", str(images), "--cache", str(tmp_path / "m.cache"), "--layer-images", "1"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert f"decisions of {kind}" in r.stdout and re.search(r"^\s+detections\s+\d+", r.stdout, re.M), r.stdout
+    require_or_skip(importlib.util.find_spec("tensorrt_rtx") is not None, "TensorRT-RTX is not installed: edge-build not tried")
+    engine = tmp_path / "m.engine"
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys; from edge.cli import build_main; sys.exit(build_main())", str(model), "-o", str(engine), "--target-cc", "8.6"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert json.loads(Path(f"{engine}.json").read_text())["model_metadata"]["task"] == R.onnx_metadata(model)["task"]
