@@ -126,3 +126,33 @@ def test_oversized_or_odd_metadata_is_refused_or_ignored():
     assert not read("m.onnx", {"names": "{0: 'a'}"}).ultralytics  # no imgsz, stride or task: not Ultralytics'
     odd = read("m.onnx", {"names": "{0: 'a'}", "task": "juggle", "imgsz": "[0, -3]", "kpt_shape": "[17, 9]"})
     assert (odd.task, odd.imgsz, odd.kpt_shape) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    "raw,message",
+    [
+        ({"names": "{-1: 'a'}", "task": "detect"}, "not a mapping of class index to name"),
+        ({"names": "{True: 'a'}", "task": "detect"}, "not a mapping of class index to name"),
+        ({"names": "{'x': 'a'}", "task": "detect"}, "not a mapping of class index to name"),
+        ({"names": "{100000: 'a'}", "task": "detect"}, "has class index 100000"),
+    ],
+)
+def test_names_that_are_not_class_indices_are_refused(raw, message):
+    with pytest.raises(EdgeError, match=message):
+        read("m.onnx", raw)
+
+
+def test_names_as_a_list_and_nhwc_shape_hints():
+    from edge.metadata import shape_hint
+
+    assert read("m.onnx", {"names": "['a', 'b']", "task": "detect"}).names == ("a", "b")
+    meta = read("m.onnx", {"names": "{0: 'a'}", "imgsz": "[320, 480]", "task": "detect"})
+    assert shape_hint([None, None, None, 3], meta) == "1x320x480x3"  # NHWC: height, width, then channels
+
+
+def test_a_negative_class_in_yolo_labels_is_refused(tmp_path):
+    write_image(tmp_path / "images" / "a.png")
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "a.txt").write_text("-1 0.5 0.5 0.2 0.4\n")
+    with pytest.raises(EdgeError, match="with a class index first"):
+        detection_eval.load(str(tmp_path), [])

@@ -434,3 +434,90 @@ def test_any_metadata_strings_read_or_refuse_in_one_line(raw):
         assert "\n" not in str(exc)
         return
     assert all(isinstance(n, str) for n in meta.names)
+
+
+# -- edges the mutation run found unpinned ----------------------------------------------------------------------------
+
+
+def nms_plugin_outputs(count, boxes_shape=(1, 100, 4)):
+    return {
+        "num_dets": np.array([[count]], np.int32),
+        "det_boxes": np.zeros(boxes_shape, np.float32),
+        "det_scores": np.zeros((1, 100), np.float32),
+        "det_classes": np.zeros((1, 100), np.int32),
+    }
+
+
+@pytest.mark.parametrize("count", [101, -1])
+def test_an_nms_count_outside_its_rows_is_refused(count):
+    out = nms_plugin_outputs(count)
+    post = decoder(out, ["a"])
+    with pytest.raises(RunFailed, match=f"output 'num_dets' says {count} detections but 'det_boxes' holds 100"):
+        post(out, identity())
+
+
+def test_nms_plugin_outputs_of_the_wrong_shape_are_refused():
+    with pytest.raises(ConfigError, match=r"nms_plugin expects boxes \[B, K, 4\]"):
+        decoder(nms_plugin_outputs(0, (1, 100, 3)), ["a"], type="nms_plugin")
+
+
+def test_a_two_class_transposed_head_scores_both_classes():
+    raw = np.ascontiguousarray(v8([(100, 100, 40, 40, 0.9, 1), (300, 300, 40, 40, 0.8, 0)], 2)[0].T[None])
+    post = decoder({"o": raw}, ["a", "b"], yolo_layout="v8t")  # [1, 8400, 6] is also DeepStream-Yolo's: auto refuses
+    assert post.layout == "v8t"
+    assert [(d.class_id, d.label, round(d.score, 2)) for d in post({"o": raw}, identity()).detections] == [
+        (1, "b", 0.9),
+        (0, "a", 0.8),
+    ]
+
+
+def test_a_class_id_past_the_labels_is_named_by_its_number():
+    raw = v8([(100, 100, 40, 40, 0.9, 2)], 3)
+    post = decoder({"o": raw}, ["a", "b", "c"])
+    post.labels = ["a", "b"]  # fewer names than classes (a labels file short of one)
+    assert post({"o": raw}, identity()).detections[0].label == "2"
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, object])
+def test_an_output_that_is_not_numbers_is_refused_in_one_line(dtype):
+    from edge.runtime.postprocess.boxes import as_float
+
+    with pytest.raises(RunFailed, match=f"output 'o' has dtype {np.dtype(dtype)}"):
+        as_float("o", np.zeros((1, 4), dtype))
+
+
+def test_classes_never_suppress_each_other_whatever_their_coordinates():
+    """Identical boxes of two classes spanning the plane's extremes: class-wise NMS keeps both (the class blocks must
+    lie apart by more than any box's extent), agnostic NMS one."""
+    from edge.runtime.postprocess.boxes import nms
+
+    b = np.array([[-100, 0, 100, 100], [-100, 0, 100, 100]] * 20, np.float32)
+    scores = np.linspace(0.9, 0.5, 40, dtype=np.float32)
+    classes = np.array([0, 1] * 20)
+    assert nms(b, scores, 0.5, 10, classes).tolist() == [0, 1]
+    assert nms(b, scores, 0.5, 10).tolist() == [0]
+
+
+def test_at_most_max_nms_candidates_enter_nms_best_first(monkeypatch):
+    from edge.runtime.postprocess import boxes as core
+
+    monkeypatch.setattr(core, "MAX_NMS", 3)
+    scores = np.array([0.3, 0.9, 0.5, 0.8, 0.1, 0.7], np.float32)
+    assert core.candidates(scores, 0.2).tolist() == [1, 3, 5]
+
+
+@pytest.mark.parametrize(
+    "shapes,labels,want",
+    [
+        ({"output0": (1, 3 * (80 * 80 + 40 * 40 + 20 * 20 + 10 * 10), 85)}, 80, "yolo v5 (80 classes)"),  # YOLOv5-P6
+        ({"output0": (1, 80 * 80 + 40 * 40 + 20 * 20 + 10 * 10, 85)}, 80, "strides 8, 16, 32, 64"),  # YOLOX-P6 raw
+    ],
+)
+def test_p6_heads_have_a_fourth_stride(shapes, labels, want):
+    outputs = [TensorInfo(n, s, np.dtype(np.float32)) for n, s in shapes.items()]
+    layout = "yolox" if "strides" in want else "auto"
+    head = heads.choose(TaskConfig(yolo_layout=layout), outputs, SPEC, [f"c{i}" for i in range(labels)])
+    if "strides" in want:
+        assert head.layout == "yolox" and head.strides == (8, 16, 32, 64)
+    else:
+        assert head.describe() == want

@@ -51,3 +51,14 @@ def test_a_prototype_mask_is_its_upsampled_logits_inside_its_box():
     assert want.sum() > 1000 and (~inside & got).sum() == 0
     iou = (got & want).sum() / (got | want).sum()
     assert iou > 0.995, iou
+
+
+def test_a_box_edge_on_a_whole_pixel_keeps_its_first_row_and_column_and_not_its_last():
+    """Ultralytics' crop keeps pixel j when x1 <= j < x2 (and the same for rows)."""
+    protos = np.full((1, 160, 160), 5.0, np.float32)  # every logit positive: the mask is the box
+    tf = plan_resize(PreprocessSpec(640, 640), 640, 640)[2]
+    got = decode_rle(
+        ProtoMasks(protos, np.ones((1, 1), np.float32), 640, 640).mask(0, np.array([10, 20, 30, 50], np.float32), tf)
+    )
+    rows, cols = np.nonzero(got)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (20, 49, 10, 29)

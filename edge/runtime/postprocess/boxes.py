@@ -45,18 +45,6 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
     return out
 
 
-def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one box (4,) against many (N, 4), corners x1 y1 x2 y2."""
-    x1 = np.maximum(box[0], boxes[:, 0])
-    y1 = np.maximum(box[1], boxes[:, 1])
-    x2 = np.minimum(box[2], boxes[:, 2])
-    y2 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return inter / np.maximum(area + areas - inter, 1e-9)
-
-
 PAIRS = 1 << 21  # overlap tests solved at once (a few tens of MB of temporaries); more go box by box
 ROUNDS = 8  # fixpoint rounds before walking the suppression edges rank by rank (dense one-class heaps chain deeply)
 FEW = 24  # candidates so few that walking them box by box costs less than setting up the pairs

@@ -12,7 +12,7 @@ after one class score.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -91,10 +91,3 @@ class Yolo:
                 return masks.mask(i, frame_boxes[i], tf)
 
         return detections(boxes, scores, classes, tf, self.labels, kps, kp_scores, mask_of)
-
-
-def head_rows(shape: tuple, layout: str) -> Optional[int]:
-    """How many values each candidate has in a raw head of ``shape`` read in ``layout``."""
-    if len(shape) != 3:
-        return None
-    return shape[1] if layout == "v8" else shape[2]
