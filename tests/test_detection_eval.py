@@ -99,11 +99,15 @@ def test_a_broken_annotation_file_is_one_error_naming_it(tmp_path, doc, message)
     assert "\n" not in str(err.value)
 
 
-def test_a_label_line_that_is_not_class_and_box_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "line,message",
+    [("person 0.5 0.5 0.2 0.4", "a.txt: expected lines 'class cx cy w h'"), ("-1 0.5 0.5 0.2 0.4", "with a class index first")],
+)
+def test_a_label_line_that_is_not_a_class_index_and_a_box_is_refused(tmp_path, line, message):
     write_image(tmp_path / "images" / "a.png")
     (tmp_path / "labels").mkdir()
-    (tmp_path / "labels" / "a.txt").write_text("person 0.5 0.5 0.2 0.4\n")
-    with pytest.raises(EdgeError, match="a.txt: expected lines 'class cx cy w h'"):
+    (tmp_path / "labels" / "a.txt").write_text(line + "\n")
+    with pytest.raises(EdgeError, match=message):
         detection_eval.load(str(tmp_path), [])
 
 
@@ -148,11 +152,3 @@ def test_names_as_a_list_and_nhwc_shape_hints():
     assert read("m.onnx", {"names": "['a', 'b']", "task": "detect"}).names == ("a", "b")
     meta = read("m.onnx", {"names": "{0: 'a'}", "imgsz": "[320, 480]", "task": "detect"})
     assert shape_hint([None, None, None, 3], meta) == "1x320x480x3"  # NHWC: height, width, then channels
-
-
-def test_a_negative_class_in_yolo_labels_is_refused(tmp_path):
-    write_image(tmp_path / "images" / "a.png")
-    (tmp_path / "labels").mkdir()
-    (tmp_path / "labels" / "a.txt").write_text("-1 0.5 0.5 0.2 0.4\n")
-    with pytest.raises(EdgeError, match="with a class index first"):
-        detection_eval.load(str(tmp_path), [])
