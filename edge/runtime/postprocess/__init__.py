@@ -99,13 +99,8 @@ def load_labels(cfg: Any) -> List[str]:
 
 def resolved_task(task: Any, kind: str) -> Any:
     """The task with its null thresholds filled by the decoder's defaults."""
-    fill = {k: v for k, v in DEFAULTS[kind].items() if getattr(task, k, None) is None}
-    if dataclasses.is_dataclass(task):
-        return dataclasses.replace(task, type=kind, **fill)
-    copy = type(task)(**vars(task)) if hasattr(task, "__dict__") else task
-    for k, v in {"type": kind, **fill}.items():
-        setattr(copy, k, v)
-    return copy
+    fill = {k: v for k, v in DEFAULTS[kind].items() if getattr(task, k) is None}
+    return dataclasses.replace(task, type=kind, **fill)
 
 
 def create_postprocessor(

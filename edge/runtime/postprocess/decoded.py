@@ -82,17 +82,11 @@ class Decoded:
         else:  # one box per object already: best first, capped
             keep = idx[: self.task.max_detections]
         boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
-        kps = kp_scores = mask_of = None
+        kps = masks = None
         if extra is not None and self.head.keypoints:
             count, dims = self.head.keypoints
-            k = extra[keep, : count * dims].reshape(len(keep), count, dims)
-            kps, kp_scores = k[:, :, :2], (k[:, :, 2] if dims == 3 else None)
+            kps = extra[keep, : count * dims].reshape(len(keep), count, dims)
         if extra is not None and self.head.mask_dims:
             proto = self.names["protos"]
             masks = ProtoMasks(as_float(proto, out[proto][0]), extra[keep, : self.head.mask_dims], *self.size)
-            frame_boxes = tf.to_frame(boxes)
-
-            def mask_of(i: int) -> Dict[str, Any]:
-                return masks.mask(i, frame_boxes[i], tf)
-
-        return detections(boxes, scores, classes, tf, self.labels, kps, kp_scores, mask_of)
+        return detections(boxes, scores, classes, tf, self.labels, kps, masks)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -22,21 +22,22 @@ def detections(
     tf: Transform,
     labels: List[str],
     keypoints: Optional[np.ndarray] = None,
-    keypoint_scores: Optional[np.ndarray] = None,
-    mask_of: Optional[Callable[[int], Dict[str, Any]]] = None,
+    masks: Optional[Any] = None,
 ) -> Result:
-    """Boxes (K, 4) and keypoints (K, P, 2) in input pixels, best first, to a Result in frame pixels. Boxes are
-    clipped to the frame; one left with no area (it lay in the letterbox padding, or had zero width) is dropped.
-    ``mask_of(i)`` makes candidate i's mask, only for the boxes kept."""
+    """Boxes (K, 4) and keypoints (K, P, 2 or 3: x, y and a visibility) in input pixels, best first, to a Result in
+    frame pixels. Boxes are clipped to the frame; one left with no area (it lay in the letterbox padding, or had zero
+    width) is dropped. ``masks`` (``masks.ProtoMasks`` of the K) makes the masks, only for the boxes kept; a detection
+    whose mask has no pixel is dropped too (Ultralytics' predictor does the same)."""
     frame_boxes = tf.to_frame(boxes)
     keep = np.flatnonzero(visible(frame_boxes))
     # Python lists made once per array: one tolist() is cheaper than a conversion per detection
     box_list, score_list, class_list = frame_boxes[keep].tolist(), scores[keep].tolist(), classes[keep].tolist()
-    kp_list = None
+    kp_list = kp_scores = None
     if keypoints is not None:
-        p = keypoints.shape[1]  # explicit sizes: -1 cannot be inferred for a frame with no detection
-        kp_list = tf.to_frame(keypoints[keep].reshape(len(keep), p * 2)).reshape(len(keep), p, 2).tolist()
-    kp_scores = keypoint_scores[keep].tolist() if keypoint_scores is not None else None
+        k = keypoints[keep]
+        p = k.shape[1]  # explicit sizes: -1 cannot be inferred for a frame with no detection
+        kp_list = tf.to_frame(np.ascontiguousarray(k[:, :, :2]).reshape(len(keep), p * 2)).reshape(len(keep), p, 2).tolist()
+        kp_scores = k[:, :, 2].tolist() if k.shape[2] == 3 else None
     names = {c: label_of(labels, c) for c in set(class_list)}
     out = []
     for k, i in enumerate(keep):
@@ -45,9 +46,9 @@ def detections(
             d.keypoints = kp_list[k]
         if kp_scores is not None:
             d.keypoint_scores = kp_scores[k]
-        if mask_of is not None:
-            d.mask = mask_of(int(i))
+        if masks is not None:
+            d.mask = masks.mask(int(i), frame_boxes[i], tf)
             if not any(d.mask["counts"][1::2]):
-                continue  # a segment with no pixel is no detection (Ultralytics' predictor drops it too)
+                continue
         out.append(d)
     return Result(detections=out)

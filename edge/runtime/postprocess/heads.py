@@ -166,8 +166,7 @@ def _fit_seg(ctx: Context) -> Fit:
     if len(ctx.outputs) != 2 or len(protos) != 1 or not _static(protos[0].shape[1]):
         return "yolo_seg reads a head [1, 4+C+32, N] and prototypes [1, 32, H/4, W/4]"
     nm = protos[0].shape[1]
-    rest = [t for t in ctx.outputs if t is not protos[0]]
-    head = _raw_head(Context(ctx.task, rest, ctx.spec, [""] * ctx.classes if ctx.classes else [], ctx.meta), nm, "yolo_seg")
+    head = _raw_head(ctx, nm, "yolo_seg")  # the head is the one rank-3 output; the prototypes are rank 4
     if isinstance(head, Head):
         head.outputs["protos"], head.mask_dims = protos[0].name, nm
     return head

@@ -74,20 +74,11 @@ class Yolo:
         boxes, scores = xywh_to_xyxy(xywh), scores_all[idx]
         keep = suppress(boxes, scores, classes, self.task)
         boxes, scores, classes, idx = boxes[keep], scores[keep], classes[keep], idx[keep]
-        kps = kp_scores = None
+        kps = masks = None
         if self.keypoints is not None:
             count, dims = self.keypoints
-            k = self.rows(pred, idx, first + c, first + c + count * dims).reshape(len(idx), count, dims)
-            kps, kp_scores = k[:, :, :2], (k[:, :, 2] if dims == 3 else None)
-        mask_of = None
+            kps = self.rows(pred, idx, first + c, first + c + count * dims).reshape(len(idx), count, dims)
         if self.proto is not None:
-            nm = self.head.mask_dims
-            protos = as_float(self.proto, out[self.proto][0])
-            coeffs = self.rows(pred, idx, first + c, first + c + nm)
-            masks = ProtoMasks(protos, coeffs, *self.size)
-            frame_boxes = tf.to_frame(boxes)
-
-            def mask_of(i: int) -> Dict[str, Any]:
-                return masks.mask(i, frame_boxes[i], tf)
-
-        return detections(boxes, scores, classes, tf, self.labels, kps, kp_scores, mask_of)
+            coeffs = self.rows(pred, idx, first + c, first + c + self.head.mask_dims)
+            masks = ProtoMasks(as_float(self.proto, out[self.proto][0]), coeffs, *self.size)
+        return detections(boxes, scores, classes, tf, self.labels, kps, masks)
