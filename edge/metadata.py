@@ -16,6 +16,7 @@ from edge.errors import EdgeError
 
 MAX_VALUE_CHARS = 1 << 20  # 1 MB: 80 class names take about 1 kB; a literal beyond this is refused, not parsed
 MAX_CLASSES = 100_000
+TRAINED_SIZE = 640  # the input size most detectors train at: the size hints suggest when a model does not say
 TASKS = ("detect", "segment", "pose", "classify", "obb")
 
 
@@ -115,7 +116,7 @@ def from_onnx(where: str, model: Any) -> ModelMetadata:
 def shape_hint(dims: Any, meta: ModelMetadata = NONE) -> str:
     """A build shape to suggest for a dynamic image input: batch 1, 3 channels, and the size the model was exported at
     (Ultralytics' imgsz) or else 640, the size most detectors train at; fixed dimensions stay as they are."""
-    height, width = meta.imgsz or (640, 640)
+    height, width = meta.imgsz or (TRAINED_SIZE, TRAINED_SIZE)
     dims = list(dims) if dims else [None, 3, None, None]
     if len(dims) == 4:
         nhwc = dims[3] in (1, 3, 4) and dims[1] not in (1, 3, 4)

@@ -305,7 +305,7 @@ def main(args: argparse.Namespace) -> int:
     if args.eval and task is not None and Path(args.eval).is_dir():
         from edge.calib import detection_eval
 
-        labelled = detection_eval.load(args.eval, list(task.decoder.labels))
+        labelled = detection_eval.load(args.eval, list(getattr(task.decoder, "labels", [])))
     else:
         labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)
@@ -513,24 +513,19 @@ def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path, notes: List[s
     from edge.errors import ConfigError
     from edge.metadata import from_onnx
     from edge.runtime.backends import TensorInfo
-    from edge.runtime.postprocess import heads, load_labels, resolved_task
+    from edge.runtime.postprocess import create_postprocessor
 
     if cfg.task.type == "classify":
         return None  # its argmax is its decision: the per-output measure is the right one
-    meta = from_onnx(str(path), model)
-    labels = load_labels(cfg) or list(meta.names)
     outputs = [TensorInfo(n, tuple(graph.shape(n) or ()), np.dtype(np.float32)) for n in graph.outputs]
     try:
-        head = heads.choose(cfg.task, outputs, spec, labels, meta, cfg.name_of("task.type"))
+        decoder = create_postprocessor(cfg, outputs, spec, from_onnx(str(path), model))  # edge-run's own choice
     except ConfigError:
         if cfg.task.type != "auto":
             raise
         notes.append("task.type auto: the outputs are no detector's edge knows; agreement is measured per output")
         return None
-    if head.kind == "classify":
-        return None
-    decoder = heads.build(head, resolved_task(cfg.task, head.kind), outputs, spec, labels)
-    return TaskDecisions(head, decoder, spec)
+    return None if decoder.head.kind == "classify" else TaskDecisions(decoder.head, decoder, spec)
 
 
 def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:

@@ -7,12 +7,11 @@ from typing import Any, Optional
 
 from edge.config import MAX_INPUT_SIDE
 from edge.errors import ConfigError
-from edge.metadata import ModelMetadata
+from edge.metadata import TRAINED_SIZE, ModelMetadata
 from edge.runtime.backends import TensorInfo
 from edge.runtime.preprocess import PreprocessSpec
 
 ULTRALYTICS_PAD = 114  # the grey Ultralytics letterboxes with, in training and in predict
-DYNAMIC_HINT = 640  # the size most detectors are trained at, for the hint when a dynamic input has no metadata
 
 
 def model_path(cfg: Any) -> Path:
@@ -97,7 +96,7 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo, meta: Optional[ModelMetadata] 
     else:
         raise ConfigError(
             f"key 'input.size': the model input {tensor.name!r} has dynamic size {list(shape)}; set input.size: "
-            f"[width, height], e.g. [{DYNAMIC_HINT}, {DYNAMIC_HINT}] (the size it was trained at)"
+            f"[width, height], e.g. [{TRAINED_SIZE}, {TRAINED_SIZE}] (the size it was trained at)"
         )
     dtype = i.dtype
     if dtype == "auto":

@@ -330,7 +330,7 @@ def build(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessSpec
                 )
             )
     decoder = _decoder(head, task, outputs, spec, labels)
-    decoder.head_info = head.describe()
+    decoder.head, decoder.head_info = head, head.describe()
     return decoder
 
 
