@@ -305,7 +305,7 @@ def main(args: argparse.Namespace) -> int:
     if args.eval and task is not None and Path(args.eval).is_dir():
         from edge.calib import detection_eval
 
-        labelled = detection_eval.load(args.eval, list(getattr(task.decoder, "labels", [])))
+        labelled = detection_eval.load(args.eval, list(task.decoder.labels))
     else:
         labelled = _eval_set(args, cfg, spec) if args.eval else None
     _check_classes(graph, labelled)

@@ -32,7 +32,7 @@ class BlazeFace:
         self.score_names = [t.name for t in outputs if t.shape[-1] == 1]
         self.box_names = [t.name for t in outputs if t.shape[-1] == 16]
         self.size = np.array([spec.width, spec.height], np.float32)
-        self.task, self.label = task, labels[0]
+        self.task, self.labels, self.label = task, labels, labels[0]
         # Logit threshold: compare raw scores, and run the sigmoid only on the survivors.
         t = min(max(task.score_threshold, 1e-6), 1 - 1e-6)
         self.logit_threshold = float(np.log(t / (1 - t)))
