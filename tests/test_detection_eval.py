@@ -152,3 +152,13 @@ def test_names_as_a_list_and_nhwc_shape_hints():
     assert read("m.onnx", {"names": "['a', 'b']", "task": "detect"}).names == ("a", "b")
     meta = read("m.onnx", {"names": "{0: 'a'}", "imgsz": "[320, 480]", "task": "detect"})
     assert shape_hint([None, None, None, 3], meta) == "1x320x480x3"  # NHWC: height, width, then channels
+
+
+def test_a_fifo_where_the_annotation_file_goes_is_refused_unread(tmp_path):
+    """A named pipe would block the read for ever: it is refused by what it is, before anything opens it."""
+    import os
+
+    write_image(tmp_path / "a.png")
+    os.mkfifo(tmp_path / "ann.json")
+    with pytest.raises(EdgeError, match="ann.json': not a regular file"):
+        detection_eval.load(str(tmp_path), [])
