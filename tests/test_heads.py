@@ -521,3 +521,22 @@ def test_p6_heads_have_a_fourth_stride(shapes, labels, want):
         assert head.layout == "yolox" and head.strides == (8, 16, 32, 64)
     else:
         assert head.describe() == want
+
+
+@pytest.mark.parametrize("rounds", [1, 8])
+def test_a_long_chain_of_suppressions_keeps_every_other_box(monkeypatch, rounds):
+    """Boxes in a row, each overlapping the next above the threshold, scores falling along the row: greedy NMS keeps
+    the 1st, 3rd, 5th, ... (each kept box removes the next, which can then remove nothing). With one round the
+    fixpoint is not reached and the walk over the edges finishes it."""
+    from edge.runtime.postprocess import boxes as core
+
+    monkeypatch.setattr(core, "ROUNDS", rounds)
+    b = np.array([[10 * i, 0, 10 * i + 40, 40] for i in range(30)], np.float32)  # IoU of neighbours 30/50 = 0.6
+    scores = np.linspace(0.99, 0.5, 30, dtype=np.float32)
+    assert core.nms(b, scores, 0.5, 300, np.zeros(30, np.int64)).tolist() == list(range(0, 30, 2))
+
+
+def test_end_to_end_rows_narrower_than_six_values_are_refused_saying_so():
+    rows = [TensorInfo("output0", (1, 300, 5), np.dtype(np.float32))]
+    with pytest.raises(ConfigError, match="yolo_end2end reads rows of at least 6 values, output0 has 5"):
+        heads.choose(TaskConfig(type="yolo_end2end"), rows, SPEC, [])
