@@ -24,9 +24,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.config import load_config  # noqa: E402
-from edge.runtime.pipeline import Pipeline  # noqa: E402
 from edge.runtime.postprocess import Result  # noqa: E402
 from edge.runtime.runner import Runner  # noqa: E402
+from edge.runtime.schedule.pipeline import Pipeline  # noqa: E402
 from edge.runtime.sources import Source  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"

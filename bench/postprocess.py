@@ -81,9 +81,9 @@ def need(module: str, hint: str) -> None:
 def edge_decoder(raw: np.ndarray, conf: float, size: Tuple[int, int], classes: int):
     """edge's decoder for ``raw`` as edge-run builds it (task.type auto, labels from the class count)."""
     from edge.config import TaskConfig
-    from edge.runtime.backends import TensorInfo
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.engines.preprocess import PreprocessSpec
     from edge.runtime.postprocess import heads, resolved_task
-    from edge.runtime.preprocess import PreprocessSpec
 
     spec = PreprocessSpec(*size)
     labels = [f"c{i}" for i in range(classes)]
@@ -174,7 +174,7 @@ def yolox_outputs() -> List[Tuple[str, np.ndarray, object]]:
     import onnx
     import onnxruntime as ort
 
-    from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+    from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
     from tests.yolox_models import build_variant
 
     images = {name: cv2.imread(str(p)) for name, p in frames.items()}
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
     import cv2
 
     import tests.ultralytics_reference as R
-    from edge.runtime.preprocess import PreprocessSpec, plan_resize
+    from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 
     try:
         u = R._ultralytics()

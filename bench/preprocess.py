@@ -32,11 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, PinnedFrameMemory, driver  # noqa: E402
-from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor  # noqa: E402
-from edge.runtime.frames import Frame, FrameRing  # noqa: E402
-from edge.runtime.pixels import from_bgr  # noqa: E402
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec  # noqa: E402
+from edge.runtime.engines.cuda.memory import CudaContext, HostDeviceBuffer, PinnedFrameMemory, driver  # noqa: E402
+from edge.runtime.engines.cuda.preprocess import FrameInput, GpuPreprocessor  # noqa: E402
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec  # noqa: E402
+from edge.runtime.sources.frames import Frame, FrameRing  # noqa: E402
+from edge.runtime.sources.pixels import from_bgr  # noqa: E402
 
 SIZES = {"720p": (1280, 720), "1080p": (1920, 1080), "4K": (3840, 2160)}
 DEMO_SPEC = PreprocessSpec(256, 256, layout="nhwc", scale=1 / 127.5, offset=-1.0)  # configs/demo.yaml's input

@@ -131,7 +131,7 @@ class Doctor:
             self.add("pycuda", "fail" if self.facts.get("l4t") else "skip", "pycuda is not installed", "pip install pycuda")
             return
         from edge.errors import EdgeError
-        from edge.runtime.cuda.memory import CudaContext
+        from edge.runtime.engines.cuda.memory import CudaContext
 
         try:
             ctx = CudaContext(0)
@@ -175,7 +175,7 @@ class Doctor:
         from edge.builder.engine import build
         from edge.config import ModelConfig
         from edge.errors import EdgeError
-        from edge.runtime.backends.tensorrt import TensorRTBackend
+        from edge.runtime.engines.tensorrt import TensorRTBackend
 
         where = "GPU" if core is None else f"DLA {core}"
         engine = tmp / f"tiny-{'gpu' if core is None else f'dla{core}'}.engine"

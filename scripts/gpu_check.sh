@@ -41,7 +41,7 @@ print(dev.name(), \"cc\", dev.compute_capability(), \"integrated\", dev.get_attr
 print(\"CUDA driver\", d.get_driver_version(), \"pycuda\", __import__(\"pycuda\").VERSION, \"OpenCV\", cv2.__version__, \"numpy\", numpy.__version__);
 print(\"EDGE_CACHE\", __import__(\"os\").environ.get(\"EDGE_CACHE\"))"'
 step compile 60 bash -c 'set -o pipefail; cc=$(python3 -c "import pycuda.driver as d; d.init(); print(\"%d%d\" % d.Device(0).compute_capability())");
-  nvcc -c -arch=sm_$cc -Xptxas -v edge/runtime/cuda/preprocess.cu -o /tmp/preprocess.o 2>&1 | grep -E "error|warning|registers" | sort | uniq -c'
+  nvcc -c -arch=sm_$cc -Xptxas -v edge/runtime/engines/cuda/preprocess.cu -o /tmp/preprocess.o 2>&1 | grep -E "error|warning|registers" | sort | uniq -c'
 step bench 150 python3 bench/preprocess.py
 xdist=()
 python3 -c "import xdist" 2>/dev/null && xdist=(-n 8)

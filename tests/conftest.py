@@ -84,7 +84,7 @@ def cuda_ctx():
     from edge.errors import EdgeError
 
     try:
-        from edge.runtime.cuda.memory import CudaContext
+        from edge.runtime.engines.cuda.memory import CudaContext
 
         ctx = CudaContext(0)
     except EdgeError as exc:

@@ -1,4 +1,4 @@
-"""``edge/runtime/cuda/preprocess.cu`` re-done in numpy, operation for operation, from the same ``kernel_params``
+"""``edge/runtime/engines/cuda/preprocess.cu`` re-done in numpy, operation for operation, from the same ``kernel_params``
 the launch gets: the tap tables, the per-format byte addressing, the fixed-point YCbCr conversion of each tap,
 OpenCV's integer resize, padding, swap, the two float32 roundings of the normalisation, the store.
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.runtime.cuda.preprocess import kernel_params
-from edge.runtime.frames import Frame
-from edge.runtime.preprocess import PreprocessSpec
+from edge.runtime.engines.cuda.preprocess import kernel_params
+from edge.runtime.engines.preprocess import PreprocessSpec
+from edge.runtime.sources.frames import Frame
 
 
 def _ycbcr(Y, U, V, p):  # noqa: N803 - the kernel's names

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from edge.config import load_config
-from edge.runtime.backends import create_backend
-from edge.runtime.model import pick_input, preprocess_spec
+from edge.runtime.engines import create_backend
+from edge.runtime.engines.model import pick_input, preprocess_spec
+from edge.runtime.engines.preprocess import Preprocessor
 from edge.runtime.postprocess import create_postprocessor
-from edge.runtime.preprocess import Preprocessor
 
 from .conftest import DEMO_CONFIG, blank
 

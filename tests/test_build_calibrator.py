@@ -16,7 +16,7 @@ from edge.builder.calibrator import CalibrationFeed, make_calibrator
 from edge.calib.cache import CalibrationCache, read_cache
 from edge.calib.datasets import find_images
 from edge.errors import EdgeError
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
 from tests import pycuda_standin
 from tests.trt_standin import VERSIONS, make_tensorrt
 

@@ -95,7 +95,7 @@ def test_dynamic_onnx_gets_one_profile_per_buffer_set_and_runs_on_two_buffer_set
     """PP-OCRv4 det keeps -1 dims in the engine; edge-build adds an identical profile per buffer set, and the
     backend (on the lean runtime of the same release) gives each set its own."""
     from edge.assets import resolve
-    from edge.runtime.backends.tensorrt import BUFFER_SETS, TensorRTBackend
+    from edge.runtime.engines.tensorrt import BUFFER_SETS, TensorRTBackend
 
     version, trt, machine, driver = release
     out = tmp_path / "det.engine"

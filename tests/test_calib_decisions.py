@@ -17,9 +17,9 @@ from edge.calib.decisions import TaskDecisions, match
 from edge.calib.fidelity import ANCHORS, DETECTIONS, FidelityMeter
 from edge.config import TaskConfig
 from edge.graph.model import prepare
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec
 from edge.runtime.postprocess import Detection, heads, resolved_task
-from edge.runtime.preprocess import PreprocessSpec
 
 SPEC = PreprocessSpec(640, 640)
 N = 8400

@@ -43,7 +43,7 @@ def test_calib_on_a_real_detector_reports_decisions_and_map_against_the_referenc
     import cv2
     import onnxruntime as ort
 
-    from edge.runtime.preprocess import Preprocessor
+    from edge.runtime.engines.preprocess import Preprocessor
 
     images, labelled = tmp_path / "calib", tmp_path / "eval"
     (labelled / "images").mkdir(parents=True)

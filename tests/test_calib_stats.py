@@ -16,7 +16,7 @@ from edge.calib.datasets import ImageSet
 from edge.calib.stats import BINS, SMALL, Collector, TensorStats, calibration_tensors, collect, plan, rebin
 from edge.errors import EdgeError
 from edge.graph.model import prepare
-from edge.runtime.preprocess import PreprocessSpec
+from edge.runtime.engines.preprocess import PreprocessSpec
 
 
 def test_rebin_sums_neighbours_and_keeps_every_count():

@@ -18,11 +18,11 @@ import pytest
 
 from edge.config import SourceConfig
 from edge.errors import EdgeError
-from edge.runtime.cuda.preprocess import kernel_params
-from edge.runtime.frames import Frame
-from edge.runtime.pixels import BT601_LIMITED, FORMATS, colour, from_bgr, pixel_format, to_bgr, ycbcr_planes, ycbcr_to_bgr
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines.cuda.preprocess import kernel_params
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
 from edge.runtime.sources import V4L2_FOURCC, camera_format, csi_pipeline, open_source
+from edge.runtime.sources.frames import Frame
+from edge.runtime.sources.pixels import BT601_LIMITED, FORMATS, colour, from_bgr, pixel_format, to_bgr, ycbcr_planes, ycbcr_to_bgr
 from tests.conftest import require_or_skip
 from tests.kernel_reference import emulate
 

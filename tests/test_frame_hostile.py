@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge.errors import EdgeError, guard
-from edge.runtime.frames import Frame, FrameRing
-from edge.runtime.pixels import FORMATS, colour, to_bgr
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.sources.frames import Frame, FrameRing
+from edge.runtime.sources.pixels import FORMATS, colour, to_bgr
 from tests.conftest import DEMO_CONFIG
 from tests.kernel_reference import emulate
 
@@ -134,9 +134,9 @@ def test_kernel_arithmetic_stays_within_one_level_of_opencv(fmt, matrix, range_,
 
 def test_params_struct_matches_the_kernels_field_for_field():
     """PARAMS_DTYPE is passed by value as the kernel's Params: same fields, same order, same sizes."""
-    from edge.runtime.cuda.preprocess import PARAMS_DTYPE
+    from edge.runtime.engines.cuda.preprocess import PARAMS_DTYPE
 
-    source = (ROOT / "edge/runtime/cuda/preprocess.cu").read_text()
+    source = (ROOT / "edge/runtime/engines/cuda/preprocess.cu").read_text()
     body = re.search(r"struct Params \{(.*?)\};", source, re.S).group(1)
     fields = []
     for decl in re.findall(r"^\s*(int|float)\s+([^;]+);", body, re.M):

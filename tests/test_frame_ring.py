@@ -15,10 +15,10 @@ import pytest
 
 from edge.config import SourceConfig, load_config
 from edge.errors import ConfigError, EdgeError
-from edge.runtime.frames import FrameRing, HostMemory
-from edge.runtime.pipeline import Pipeline, frames_in_flight
 from edge.runtime.postprocess import Result
+from edge.runtime.schedule.pipeline import Pipeline, frames_in_flight
 from edge.runtime.sources import Source, open_source
+from edge.runtime.sources.frames import FrameRing, HostMemory
 from tests import pycuda_standin
 from tests.conftest import DEMO_CONFIG
 
@@ -134,7 +134,7 @@ def test_the_pixels_in_the_ring_are_the_decoded_frame(megamind, megamind_frames)
 @pytest.fixture()
 def pinned_ring(monkeypatch):
     driver = pycuda_standin.install(monkeypatch)
-    from edge.runtime.cuda.memory import CudaContext, PinnedFrameMemory
+    from edge.runtime.engines.cuda.memory import CudaContext, PinnedFrameMemory
 
     ctx = CudaContext(0)
     yield driver, ctx, PinnedFrameMemory
@@ -252,7 +252,7 @@ def test_sigterm_run_of_edge_run_returns_every_frame_buffer(tmp_path, demo_model
 
 
 def test_frame_memory_follows_the_device_attributes_and_the_config():
-    from edge.runtime.cuda.memory import choose_frame_memory
+    from edge.runtime.engines.cuda.memory import choose_frame_memory
 
     assert choose_frame_memory("auto", integrated=True, can_map=True) == "mapped"  # Jetson: shared DRAM
     assert choose_frame_memory("auto", integrated=False, can_map=True) == "upload"  # discrete: PCIe per access
@@ -270,7 +270,7 @@ def test_context_reads_integrated_and_can_map_from_the_device(monkeypatch, devic
     package = pycuda_standin.make_pycuda(devices=(device,))
     monkeypatch.setitem(sys.modules, "pycuda", package)
     monkeypatch.setitem(sys.modules, "pycuda.driver", package.driver)
-    from edge.runtime.cuda.memory import CudaContext
+    from edge.runtime.engines.cuda.memory import CudaContext
 
     ctx = CudaContext(0)
     assert ctx.integrated is want and ctx.can_map_host_memory is True

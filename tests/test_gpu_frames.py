@@ -14,9 +14,9 @@ import cv2
 import numpy as np
 import pytest
 
-from edge.runtime.frames import Frame, FrameRing
-from edge.runtime.pixels import BT601_LIMITED, FORMATS, colour, from_bgr
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.sources.frames import Frame, FrameRing
+from edge.runtime.sources.pixels import BT601_LIMITED, FORMATS, colour, from_bgr
 from tests.kernel_reference import emulate
 from tests.test_gpu_trt import SIZES, SPECS
 
@@ -28,8 +28,8 @@ CASES = [(fmt, col) for fmt in FORMATS for col in (COLOURS if FORMATS[fmt].yuv e
 
 def gpu_run(ctx, spec, frames, memory=None):
     """Each frame through prepare + enqueue on one stream, as a buffer set does; outputs and each frame's path."""
-    from edge.runtime.cuda.memory import HostDeviceBuffer, driver
-    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, driver
+    from edge.runtime.engines.cuda.preprocess import FrameInput, GpuPreprocessor
 
     cuda = driver()
     pre = GpuPreprocessor(spec, ctx)
@@ -83,8 +83,8 @@ def test_ring_recycles_real_page_locked_memory_through_the_kernel(cuda_ctx, mega
     while two earlier ones are still held: the right output every time, three buffers for 60 frames, the kernel
     reading mapped buffers where they lie and uploading page-locked ones as they are, all freed at the end."""
     from edge.config import SourceConfig
-    from edge.runtime.cuda.memory import HostDeviceBuffer, PinnedFrameMemory, driver
-    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, PinnedFrameMemory, driver
+    from edge.runtime.engines.cuda.preprocess import FrameInput, GpuPreprocessor
     from edge.runtime.sources import open_source
 
     spec = SPECS["demo nhwc [-1,1] fp32 letterbox"]
@@ -125,8 +125,8 @@ def test_ring_recycles_real_page_locked_memory_through_the_kernel(cuda_ctx, mega
 def test_mapped_kernel_reads_the_frame_in_place(cuda_ctx):
     """The kernel reads the mapped buffer through its device pointer: change the host bytes, launch again with
     nothing uploaded, and the output follows."""
-    from edge.runtime.cuda.memory import HostDeviceBuffer, PinnedFrameMemory, driver
-    from edge.runtime.cuda.preprocess import GpuPreprocessor
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, PinnedFrameMemory, driver
+    from edge.runtime.engines.cuda.preprocess import GpuPreprocessor
 
     spec = PreprocessSpec(64, 64, layout="nhwc", color="bgr", dtype="uint8", resize="stretch")
     memory = PinnedFrameMemory(cuda_ctx, mapped=True)

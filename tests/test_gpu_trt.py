@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from edge.manifest import sha256_file, write_manifest
-from edge.runtime.backends import TensorInfo
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -36,7 +36,7 @@ SPECS = {
 
 
 def test_pinned_and_device_buffers_round_trip_on_two_streams(cuda_ctx):
-    from edge.runtime.cuda.memory import HostDeviceBuffer, driver
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, driver
 
     cuda = driver()
     with cuda_ctx.active():
@@ -60,8 +60,8 @@ def test_pinned_and_device_buffers_round_trip_on_two_streams(cuda_ctx):
 
 
 def _gpu_preprocess(cuda_ctx, spec: PreprocessSpec, frame: np.ndarray) -> np.ndarray:
-    from edge.runtime.cuda.memory import HostDeviceBuffer, driver
-    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, driver
+    from edge.runtime.engines.cuda.preprocess import FrameInput, GpuPreprocessor
 
     cuda = driver()
     pre = GpuPreprocessor(spec, cuda_ctx)
@@ -225,7 +225,7 @@ def test_two_buffer_sets_overlap_upload_compute_and_download(cuda_ctx, tmp_path,
     pytest.importorskip("cupy", reason="the timeline's stand-in compute kernel is launched with CuPy")
     import sys
 
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
 
     shape = (1, 2, 1024, 1024)  # 8 MiB each way: uploads and downloads long enough to see on the timeline
     shapes = {"x": shape, "y": shape}
@@ -291,7 +291,7 @@ class OnnxRuntimeStandInContext(_BindingsMixin):
     def __init__(self, onnx_bytes, tensors):
         import onnxruntime as ort
 
-        from edge.runtime.cuda.memory import driver
+        from edge.runtime.engines.cuda.memory import driver
 
         super().__init__()
         self.cuda = driver()
@@ -371,7 +371,7 @@ def test_gpu_preprocess_refuses_an_engine_input_of_another_type(cuda_ctx, tmp_pa
     import sys
 
     from edge.errors import EdgeError
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
 
     tensors = {"x": (True, (1, 256, 256, 3), np.float16), "y": (False, (1, 10), np.float32)}
     monkeypatch.setitem(
@@ -396,8 +396,8 @@ def test_tap_tables_are_ready_before_another_streams_first_launch(cuda_ctx, mega
     """The tables of a new frame size are uploaded on stream A behind a long spin kernel; a frame of the same size
     enqueued at once on stream B must wait for that upload (the event) or it reads unwritten tables."""
     cupy = pytest.importorskip("cupy", reason="the spin kernel that delays stream A is launched with CuPy")
-    from edge.runtime.cuda.memory import HostDeviceBuffer, driver
-    from edge.runtime.cuda.preprocess import FrameInput, GpuPreprocessor
+    from edge.runtime.engines.cuda.memory import HostDeviceBuffer, driver
+    from edge.runtime.engines.cuda.preprocess import FrameInput, GpuPreprocessor
 
     spec = SPECS["nchw [0,1] fp32 stretch"]
     frame = megamind_frames[125]
@@ -435,7 +435,7 @@ class _PycudaMemory:
     """Device memory for the generated TensorRT stand-in's execute_async_v3, on the real GPU."""
 
     def read(self, ptr, nbytes):
-        from edge.runtime.cuda.memory import driver
+        from edge.runtime.engines.cuda.memory import driver
 
         cuda = driver()
         cuda.Context.synchronize()  # the upload on the frame's stream is done
@@ -444,7 +444,7 @@ class _PycudaMemory:
         return out.tobytes()
 
     def write(self, ptr, data, stream=None):
-        from edge.runtime.cuda.memory import driver
+        from edge.runtime.engines.cuda.memory import driver
 
         driver().memcpy_htod(ptr, np.frombuffer(data, np.uint8))
 
@@ -455,7 +455,7 @@ def test_two_buffer_sets_on_a_dynamic_engine_select_their_profiles_on_real_strea
     buffer set selects its own profile on its own stream, and frames on both sets come back right."""
     import sys
 
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
     from tests.trt_standin import EnginePlan, Machine, make_tensorrt
 
     shape = (1, 3, 64, 64)
@@ -489,7 +489,7 @@ def test_calibration_batches_go_to_the_primary_context(cuda_ctx):
     import sys
 
     from edge.builder.calibrator import PycudaUpload
-    from edge.runtime.cuda.memory import driver
+    from edge.runtime.engines.cuda.memory import driver
 
     cuda = driver()
     batch = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)

@@ -17,9 +17,9 @@ import numpy as np
 
 from edge.config import TaskConfig
 from edge.errors import ConfigError, EdgeError, RunFailed
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
-from edge.runtime.preprocess import PreprocessSpec, plan_resize
 
 SPEC = PreprocessSpec(640, 640)
 STRIDES = (8, 16, 32)

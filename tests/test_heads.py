@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from edge.config import TASK_TYPES, TaskConfig
 from edge.errors import ConfigError, RunFailed
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
-from edge.runtime.preprocess import PreprocessSpec, plan_resize
 from tests.conftest import run_cli
 from tests.headmodels import constant_model
 

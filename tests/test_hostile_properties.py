@@ -443,7 +443,7 @@ def _manifest(world, data: bytes) -> None:
     """What edge-run does with a manifest before TensorRT (read, gate; an AGX Orin's facts), and edge deploy's check."""
     from edge.errors import EdgeError
     from edge.manifest import read_manifest
-    from edge.runtime.engine_gate import DeviceFacts, gate
+    from edge.runtime.engines.gate import DeviceFacts, gate
 
     folder = world["out"] / "manifest"
     folder.mkdir(exist_ok=True)

@@ -261,7 +261,7 @@ def test_a_manifest_with_fields_of_the_wrong_type_is_one_error(tmp_path: Path, d
     sees the engine (read_manifest, then the gate with this device's facts; TensorRT itself is not here, so the
     facts of an AGX Orin are passed in), in a forked child: anything but EdgeError is a bug."""
     from edge.manifest import read_manifest
-    from edge.runtime.engine_gate import DeviceFacts, gate
+    from edge.runtime.engines.gate import DeviceFacts, gate
 
     engine = tmp_path / "m.engine"
     engine.write_bytes(b"serialized plan bytes")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import require_or_skip
 
-KERNEL = Path(__file__).resolve().parents[1] / "edge/runtime/cuda/preprocess.cu"
+KERNEL = Path(__file__).resolve().parents[1] / "edge/runtime/engines/cuda/preprocess.cu"
 
 
 @pytest.mark.parametrize("arch", ["sm_87", "sm_90"])

@@ -1,4 +1,4 @@
-"""What a run tells the outside about itself (edge.runtime.live): run_info and the recent FPS/latency window."""
+"""What a run tells the outside about itself (edge.runtime.status.live): run_info and the recent FPS/latency window."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from edge import assets
 from edge.config import load_config
 from edge.manifest import sha256_file, write_manifest
-from edge.runtime.live import run_info
-from edge.runtime.metrics import Metrics
+from edge.runtime.status.live import run_info
+from edge.runtime.status.metrics import Metrics
 
 from .conftest import DEMO_CONFIG
 
@@ -66,7 +66,7 @@ def test_the_fleet_modules_import_neither_paho_nor_prometheus_client_until_used(
     import sys
 
     probe = (
-        "import sys, edge.runtime.runner, edge.runtime.mqtt, edge.runtime.metrics_http, edge.runtime.view, edge.runtime.serve; "
+        "import sys, edge.runtime.runner, edge.runtime.outputs.mqtt, edge.runtime.outputs.metrics_http, edge.runtime.outputs.view, edge.runtime.outputs.serve; "
         "print(sorted(m for m in ('paho', 'prometheus_client', 'cv2') if m in sys.modules))"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

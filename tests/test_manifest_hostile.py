@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from edge.errors import EdgeError
 from edge.manifest import sha256_file
-from edge.runtime.engine_gate import verify_manifest
+from edge.runtime.engines.gate import verify_manifest
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

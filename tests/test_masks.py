@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess.masks import ProtoMasks, decode_rle, rle
-from edge.runtime.preprocess import PreprocessSpec, plan_resize
 
 mask_util = pytest.importorskip("pycocotools.mask", reason="pycocotools is COCO's reference for the encoding")
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from edge import assets
 from edge.config import load_config
 from edge.errors import ConfigError, EdgeError
-from edge.runtime.httpserve import HttpServer
+from edge.runtime.outputs.httpserve import HttpServer
 
 from ._deploytools import free_port
 from ._fleettools import EdgeRun, Prometheus, http_get, wait_until

@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from edge.errors import EdgeError
-from edge.runtime.mqtt import parse_url
+from edge.runtime.outputs.mqtt import parse_url
 
 from ._fleettools import EdgeRun, Mosquitto, Subscriber, make_tls, wait_until
 from .conftest import DEMO_CONFIG, run_cli

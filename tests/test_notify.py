@@ -17,7 +17,7 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from edge.runtime.notify import Notifier, Watchdog, watchdog_interval_s
+from edge.runtime.outputs.notify import Notifier, Watchdog, watchdog_interval_s
 
 
 class Receiver:

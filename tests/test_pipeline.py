@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from edge.errors import RunFailed
-from edge.runtime.pipeline import Pipeline
 from edge.runtime.postprocess import Result
+from edge.runtime.schedule.pipeline import Pipeline
 from edge.runtime.sources import Source
 
 

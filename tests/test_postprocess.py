@@ -7,12 +7,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from edge.config import TaskConfig
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
 from edge.runtime.postprocess.blazeface import make_anchors
 from edge.runtime.postprocess.boxes import nms
 from edge.runtime.postprocess.classify import Classify
-from edge.runtime.preprocess import PreprocessSpec, plan_resize
 
 
 def yolo_task(**kw):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edge.errors import ConfigError
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec, plan_resize
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_resize
 
 
 def test_letterbox_centres_the_frame_and_pads_the_short_side():

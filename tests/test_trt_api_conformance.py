@@ -32,7 +32,7 @@ SOURCES = [
     "edge/builder/engine.py",
     "edge/builder/calibrator.py",
     "edge/builder/placement.py",
-    "edge/runtime/backends/tensorrt.py",
+    "edge/runtime/engines/tensorrt.py",
     "edge/doctor.py",
 ]
 MODULE_NAMES = {"trt", "tensorrt"}  # local names the module is bound to; self._trt too
@@ -263,7 +263,7 @@ def test_the_runtime_backend_uses_only_what_the_lean_runtime_binds(version):
     full_only = {n for n, c in s["classes"].items() if c["full_only"]} | {n for n, e in s["enums"].items() if e["full_only"]}
     lean = {m for c in s["classes"].values() if not c["full_only"] for m, e in c["members"].items() if not e["full_only"]}
     members = {m for c in s["classes"].values() for m in c["members"]} - lean  # bound only in builder-side code
-    for rel in ("edge/runtime/backends/tensorrt.py", "edge/runtime/engine_gate.py"):
+    for rel in ("edge/runtime/engines/tensorrt.py", "edge/runtime/engines/gate.py"):
         for line, kind, dotted, _ in accesses(ROOT / rel):
             top = dotted.split(".")[0]
             assert not (kind == "module" and top in full_only), f"{rel}:{line}: tensorrt.{dotted} is builder-only"

@@ -19,7 +19,7 @@ import pytest
 from edge.config import load_config
 from edge.errors import ConfigError, EdgeError
 from edge.manifest import sha256_file, write_manifest
-from edge.runtime.engine_gate import DeviceFacts, check_file, check_platform, choose_dla_core, gate, normalise_cc
+from edge.runtime.engines.gate import DeviceFacts, check_file, check_platform, choose_dla_core, gate, normalise_cc
 
 ORIN_NX_8GB = DeviceFacts("10.3.0.30", "8.7", dla_cores=1, l4t="36.4.3", jetpack="6.1/6.2")
 AGX_ORIN = DeviceFacts("10.3.0.30", "8.7", dla_cores=2, l4t="36.4.3", jetpack="6.1/6.2")
@@ -190,13 +190,13 @@ def release(request, monkeypatch):
 
 
 def backend_for(engine: Path, trt, **kw):
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
 
     return TensorRTBackend(str(engine), trt=trt, l4t_file="/nonexistent", **kw)
 
 
 def test_backend_loads_on_the_chosen_dla_core_set_before_deserialising(tmp_path, release):
-    from edge.runtime.backends import tensorrt as backend
+    from edge.runtime.engines import tensorrt as backend
 
     version, trt, machine, _ = release
     engine_file = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE, dla_core=0), dla_core=0)
@@ -209,7 +209,7 @@ def test_backend_loads_on_the_chosen_dla_core_set_before_deserialising(tmp_path,
 
 
 def test_backend_refuses_before_deserialising(tmp_path, release):
-    from edge.runtime.backends import tensorrt as backend
+    from edge.runtime.engines import tensorrt as backend
 
     version, trt, machine, _ = release
     machine.dla_cores = 1  # Orin NX 8 GB
@@ -220,7 +220,7 @@ def test_backend_refuses_before_deserialising(tmp_path, release):
 
 
 def test_dtype_mapping_both_ways_follows_each_release(release):
-    from edge.runtime.backends.tensorrt import DTYPES, numpy_dtype, trt_dtype
+    from edge.runtime.engines.tensorrt import DTYPES, numpy_dtype, trt_dtype
 
     version, trt, _, _ = release
     for trt_name, np_name in DTYPES:
@@ -291,7 +291,7 @@ def test_an_engine_with_one_profile_gets_one_buffer_set(tmp_path, release, caplo
 def test_gpu_preprocessing_waits_for_the_tap_tables_on_every_other_stream(tmp_path, release):
     """The tap tables of a new frame size are uploaded on the stream of the frame that brought it; a frame on
     another buffer set's stream must wait for that upload (an event) before its kernel reads them."""
-    from edge.runtime.preprocess import PreprocessSpec
+    from edge.runtime.engines.preprocess import PreprocessSpec
 
     version, trt, machine, driver = release
     tensors = {"x": (True, "FLOAT", (1, 64, 64, 3)), "y": (False, "FLOAT", (1, 10))}
@@ -318,10 +318,10 @@ def test_gpu_preprocessing_waits_for_the_tap_tables_on_every_other_stream(tmp_pa
 # -- the import rule ---------------------------------------------------------------------------------------------
 
 _DEVICE_SIDE = (
-    "edge.runtime.backends.tensorrt",
-    "edge.runtime.engine_gate",
-    "edge.runtime.cuda.memory",
-    "edge.runtime.cuda.preprocess",
+    "edge.runtime.engines.tensorrt",
+    "edge.runtime.engines.gate",
+    "edge.runtime.engines.cuda.memory",
+    "edge.runtime.engines.cuda.preprocess",
     "edge.runtime.runner",
     "edge.runtime.cli",
 )
@@ -426,7 +426,7 @@ def test_check_refuses_dla_for_a_gpu_only_artefact_as_the_device_would(tmp_path)
 
 def test_an_engine_built_with_tensorrt_rtx_is_named_as_such_not_as_a_missing_tensorrt(tmp_path, monkeypatch):
     """edge-build off a Jetson (its tests) records api tensorrt_rtx; edge-run said "install python3-libnvinfer"."""
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
 
     engine = make_engine(tmp_path)
     data = manifest_of(engine)
@@ -439,7 +439,7 @@ def test_an_engine_built_with_tensorrt_rtx_is_named_as_such_not_as_a_missing_ten
 
 def test_the_backend_checks_the_file_before_tensorrt_or_cuda(tmp_path, monkeypatch):
     """A tampered engine is named as such before `tensorrt` or `pycuda` is imported (neither exists here)."""
-    from edge.runtime.backends.tensorrt import TensorRTBackend
+    from edge.runtime.engines.tensorrt import TensorRTBackend
 
     engine = make_engine(tmp_path)
     engine.write_bytes(b"serialized plan bytez")
@@ -456,10 +456,10 @@ def test_the_backend_checks_the_file_before_tensorrt_or_cuda(tmp_path, monkeypat
 def test_ring_frames_reach_the_kernel_without_a_copy(tmp_path, release, memory):
     """Mapped ring buffers: the kernel is launched on the buffer's own device pointer and nothing is uploaded.
     Page-locked ones: uploaded straight from the ring buffer, no staging copy. A plain array is still staged."""
-    from edge.runtime.frames import FrameRing
-    from edge.runtime.pixels import from_bgr
-    from edge.runtime.preprocess import PreprocessSpec
+    from edge.runtime.engines.preprocess import PreprocessSpec
     from edge.runtime.sources import Source
+    from edge.runtime.sources.frames import FrameRing
+    from edge.runtime.sources.pixels import from_bgr
 
     version, trt, machine, driver = release
     tensors = {"x": (True, "FLOAT", (1, 64, 64, 3)), "y": (False, "FLOAT", (1, 10))}
@@ -555,7 +555,7 @@ def test_an_ultralytics_engine_on_a_core_the_module_lacks_is_refused_before_tens
 def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release, monkeypatch):
     """TensorRT's plugin registry is what libnvinfer_plugin fills (init_libnvinfer_plugins, NvInferPlugin.h); the
     stand-in makes a plan with a plugin layer unreadable until that call, as TensorRT's runtime is."""
-    from edge.runtime.backends import tensorrt as backend
+    from edge.runtime.engines import tensorrt as backend
 
     version, trt, machine, _ = release
     calls = []

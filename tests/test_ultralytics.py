@@ -35,10 +35,10 @@ import pytest
 import tests.ultralytics_reference as R
 from edge.config import TaskConfig
 from edge.metadata import ModelMetadata
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
 from edge.runtime.postprocess.masks import decode_rle
-from edge.runtime.preprocess import PreprocessSpec, plan_resize
 from tests.conftest import require_or_skip, run_cli
 
 SPEC = PreprocessSpec(640, 640)
@@ -442,7 +442,7 @@ ODD_SIZES = [(1, 1), (3, 1000), (1000, 3), (479, 641), (480, 640), (720, 1280), 
 
 
 def check_letterbox(frame: np.ndarray) -> float:
-    from edge.runtime.preprocess import Preprocessor
+    from edge.runtime.engines.preprocess import Preprocessor
 
     x, tf = Preprocessor(PreprocessSpec(640, 640, pad_value=114))(frame)
     ref = R.preprocess(frame, 640)
@@ -532,7 +532,7 @@ def export_metadata(task: str = "detect", names=("person", "bicycle", "car")) ->
 
 @pytest.mark.parametrize("task", ["detect", "pose"])
 def test_engine_header_offset_matches_ultralytics_reader(ultra, tmp_path, task):
-    from edge.runtime import engine_file
+    from edge.runtime.engines import engine_file
 
     meta = export_metadata(task)
     plan = bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8))
@@ -546,7 +546,7 @@ def test_engine_header_offset_matches_ultralytics_reader(ultra, tmp_path, task):
 
 def test_engine_header_metadata_reads_like_ultralytics(ultra, tmp_path):
     from edge import metadata
-    from edge.runtime import engine_file
+    from edge.runtime.engines import engine_file
 
     meta = export_metadata("pose")
     path = R.write_engine_with_header(tmp_path / "m.engine", meta, b"\x00" * 64)
@@ -559,7 +559,7 @@ def test_engine_header_metadata_reads_like_ultralytics(ultra, tmp_path):
 
 @pytest.mark.parametrize("start", [b"", b"\x10\x00\x00\x00", b"\x02\x00\x00\x00{}", b"\xff\xff\xff\x7f"])
 def test_a_plain_plan_has_no_header_for_either_reader(ultra, tmp_path, start):
-    from edge.runtime import engine_file
+    from edge.runtime.engines import engine_file
 
     path = tmp_path / "plain.engine"
     path.write_bytes(start + bytes(np.random.default_rng(len(start)).integers(0, 256, 2048, dtype=np.uint8)))

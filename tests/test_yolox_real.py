@@ -28,9 +28,9 @@ import pytest
 
 from edge.config import TaskConfig
 from edge.errors import ConfigError
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec, plan_resize
 from tests.conftest import require_or_skip, run_cli
 from tests.yolox_models import VARIANTS, build_all
 

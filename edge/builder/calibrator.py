@@ -35,7 +35,7 @@ class PycudaUpload:
     """
 
     def __init__(self) -> None:
-        from edge.runtime.cuda.memory import CudaContext, driver
+        from edge.runtime.engines.cuda.memory import CudaContext, driver
 
         self._cuda = driver()
         self._ctx = CudaContext(0)

@@ -396,7 +396,7 @@ def profile_count(network: Any, cfg: BuildConfig) -> int:
     createExecutionContext / setOptimizationProfileAsync); a static engine needs none beyond the one. DLA builds
     keep one profile: whether a DLA loadable accepts several is not confirmed, and DLA models are static anyway.
     """
-    from edge.runtime.backends.tensorrt import BUFFER_SETS
+    from edge.runtime.engines.tensorrt import BUFFER_SETS
 
     dynamic = any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape)
     return BUFFER_SETS if dynamic and cfg.dla.core is None else 1
@@ -439,7 +439,7 @@ def _calibration(
 ) -> Any:
     from edge.builder.calibrator import CalibrationFeed, make_calibrator, usable_cache
     from edge.calib.datasets import find_images
-    from edge.runtime.preprocess import Preprocessor
+    from edge.runtime.engines.preprocess import Preprocessor
 
     images_dir = cfg.optional_path(cfg.calib.images)
     cache_path = cfg.optional_path(cfg.calib.cache)
@@ -459,8 +459,8 @@ def _calibration(
 
 def _image_input(trt: Any, cfg: BuildConfig, network: Any, shapes: Dict[str, Tuple[int, ...]]) -> Tuple[Any, Any]:
     """The image input (input.name, or the only input) and its preprocessing, as the runner will do it."""
-    from edge.runtime.backends import TensorInfo
-    from edge.runtime.model import pick_input, preprocess_spec
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.engines.model import pick_input, preprocess_spec
 
     inputs = [
         TensorInfo(t.name, shapes[t.name], np.dtype(trt.nptype(t.dtype)))

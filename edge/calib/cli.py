@@ -170,7 +170,7 @@ def _source(args: argparse.Namespace) -> Tuple[Any, Path, Optional[str]]:
     """(run config, model path, asset name) from MODEL or the config's model.path / model.asset."""
     from edge import assets
     from edge.config import load_config
-    from edge.runtime.model import model_path
+    from edge.runtime.engines.model import model_path
 
     if args.model:
         path, asset = assets.model_argument(args.model)
@@ -512,7 +512,7 @@ def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path, notes: List[s
     from edge.calib.decisions import TaskDecisions
     from edge.errors import ConfigError
     from edge.metadata import from_onnx
-    from edge.runtime.backends import TensorInfo
+    from edge.runtime.engines import TensorInfo
     from edge.runtime.postprocess import create_postprocessor
 
     if cfg.task.type == "classify":
@@ -537,8 +537,8 @@ def _images(args: argparse.Namespace, cfg: Any, model: Any) -> Any:
 
     from edge.graph.model import model_inputs
     from edge.metadata import from_onnx
-    from edge.runtime.backends import TensorInfo
-    from edge.runtime.model import preprocess_spec
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.engines.model import preprocess_spec
 
     files = calib_datasets.find_images(args.images, args.max_images)  # the folder's faults need no input size
     inp = model_inputs(model)[0]

@@ -24,7 +24,7 @@ import numpy as np
 from edge import MAX_IMAGE_PIXELS
 from edge.config import short
 from edge.errors import EdgeError
-from edge.runtime.preprocess import Preprocessor, PreprocessSpec
+from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec
 from edge.runtime.sources import IMAGE_EXTS, image_problem, read_image
 
 log = logging.getLogger("edge.calib")

@@ -79,7 +79,7 @@ class TaskDecisions:
     """A run config's detector, applied to batches of raw outputs in the input's own pixels (no frame to map to)."""
 
     def __init__(self, head: Any, decoder: Any, spec: Any) -> None:
-        from edge.runtime.preprocess import plan_resize
+        from edge.runtime.engines.preprocess import plan_resize
 
         self.head, self.decoder, self.spec = head, decoder, spec
         self.transform = plan_resize(spec, spec.width, spec.height)[2]

@@ -188,7 +188,7 @@ def evaluate(dset: DetectionSet, predictions: List[List[Any]]) -> DetectionScore
 
 def predict(sess: Any, dset: DetectionSet, spec: Any, decoder: Any, fixed: Optional[int] = None) -> List[List[Any]]:
     """Detections in each image's own pixels, one image at a time, as edge-run would report them."""
-    from edge.runtime.preprocess import Preprocessor
+    from edge.runtime.engines.preprocess import Preprocessor
     from edge.runtime.sources import read_image
 
     pre = Preprocessor(spec)

@@ -16,18 +16,18 @@ from edge.manifest import read_l4t
 from edge.metadata import NONE, describe
 from edge.outputs import check_outputs, write_json
 from edge.redact import redact_data
-from edge.runtime.backends import create_backend
-from edge.runtime.frames import FrameRing
-from edge.runtime.live import Live, run_info
-from edge.runtime.metrics import format_summary
-from edge.runtime.model import pick_input, preprocess_spec
-from edge.runtime.notify import Notifier, Watchdog
-from edge.runtime.pipeline import Pipeline, frames_in_flight
+from edge.runtime.engines import create_backend
+from edge.runtime.engines.model import pick_input, preprocess_spec
+from edge.runtime.engines.preprocess import Preprocessor
+from edge.runtime.outputs import open_sinks
+from edge.runtime.outputs.notify import Notifier, Watchdog
+from edge.runtime.outputs.serve import Servers
 from edge.runtime.postprocess import create_postprocessor
-from edge.runtime.preprocess import Preprocessor
-from edge.runtime.serve import Servers
-from edge.runtime.sinks import open_sinks
+from edge.runtime.schedule.pipeline import Pipeline, frames_in_flight
 from edge.runtime.sources import open_source
+from edge.runtime.sources.frames import FrameRing
+from edge.runtime.status.live import Live, run_info
+from edge.runtime.status.metrics import format_summary
 from edge.telemetry import format_status
 
 log = logging.getLogger("edge.run")
@@ -393,10 +393,10 @@ def _check_artefact(cfg: Any) -> int:
 
     from edge.manifest import manifest_path
     from edge.metadata import read as read_metadata
-    from edge.runtime.backends import TensorInfo
-    from edge.runtime.engine_file import split
-    from edge.runtime.engine_gate import built_dla_core, verify_manifest
-    from edge.runtime.model import engine_path
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.engines.engine_file import split
+    from edge.runtime.engines.gate import built_dla_core, verify_manifest
+    from edge.runtime.engines.model import engine_path
 
     path = engine_path(cfg)
     offset, header = split(path)

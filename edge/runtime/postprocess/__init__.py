@@ -14,8 +14,8 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from edge.errors import ConfigError
-from edge.runtime.backends import TensorInfo
-from edge.runtime.preprocess import PreprocessSpec, Transform
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, Transform
 
 
 @dataclass

@@ -6,11 +6,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, Transform
 from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.boxes import as_float, nms
 from edge.runtime.postprocess.detect import detections
-from edge.runtime.preprocess import PreprocessSpec, Transform
 
 
 def make_anchors(grids: List[List[int]]) -> np.ndarray:

@@ -6,9 +6,9 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Classification, Result
 from edge.runtime.postprocess.boxes import as_float
-from edge.runtime.preprocess import Transform
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -18,11 +18,11 @@ from typing import Any, Dict, List
 import numpy as np
 
 from edge.errors import RunFailed
+from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.boxes import as_float, candidates, suppress
 from edge.runtime.postprocess.detect import detections
 from edge.runtime.postprocess.masks import ProtoMasks
-from edge.runtime.preprocess import Transform
 
 
 def class_ids(name: str, values: np.ndarray, classes: int) -> np.ndarray:

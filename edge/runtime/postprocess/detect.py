@@ -6,9 +6,9 @@ from typing import Any, List, Optional
 
 import numpy as np
 
+from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Detection, Result
 from edge.runtime.postprocess.boxes import visible
-from edge.runtime.preprocess import Transform
 
 
 def label_of(labels: List[str], i: int) -> str:

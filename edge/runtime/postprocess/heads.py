@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from edge.errors import ConfigError, one_line
-from edge.runtime.backends import TensorInfo
-from edge.runtime.preprocess import PreprocessSpec
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec
 
 STRIDES = (8, 16, 32)
 STRIDES_P6 = (8, 16, 32, 64)

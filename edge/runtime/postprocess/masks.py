@@ -16,7 +16,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from edge.runtime.preprocess import Transform
+from edge.runtime.engines.preprocess import Transform
 
 
 def rle(crop: np.ndarray, x0: int, y0: int, width: int, height: int) -> Dict[str, Any]:

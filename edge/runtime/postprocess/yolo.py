@@ -16,11 +16,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.boxes import as_float, candidates, suppress, xywh_to_xyxy
 from edge.runtime.postprocess.detect import detections
 from edge.runtime.postprocess.masks import ProtoMasks
-from edge.runtime.preprocess import Transform
 
 
 def grid(width: int, height: int, strides: List[int]) -> tuple:

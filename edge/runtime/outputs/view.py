@@ -21,11 +21,11 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from edge.outputs import strict_json
-from edge.runtime.httpserve import Handler
-from edge.runtime.live import Live
+from edge.runtime.outputs.httpserve import Handler
+from edge.runtime.outputs.sinks import Sink, annotate
 from edge.runtime.postprocess import Result
-from edge.runtime.sinks import Sink, annotate
 from edge.runtime.sources import Frame
+from edge.runtime.status.live import Live
 
 log = logging.getLogger("edge.view")
 

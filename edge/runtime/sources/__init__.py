@@ -29,8 +29,8 @@ from edge import MAX_IMAGE_PIXELS
 from edge.config import check_source_format
 from edge.errors import EdgeError, RunFailed
 from edge.redact import redact
-from edge.runtime.frames import Frame, FrameBuffer, FrameRing
-from edge.runtime.pixels import BT601_LIMITED, Colour, colour, pixel_format
+from edge.runtime.sources.frames import Frame, FrameBuffer, FrameRing
+from edge.runtime.sources.pixels import BT601_LIMITED, Colour, colour, pixel_format
 
 log = logging.getLogger("edge.source")
 
@@ -46,7 +46,7 @@ class Source:
 
     live = False
     description = ""
-    format = "bgr"  # the pixel format of the frames (edge.runtime.pixels)
+    format = "bgr"  # the pixel format of the frames (edge.runtime.sources.pixels)
     colour: Colour = BT601_LIMITED
 
     def __init__(self) -> None:

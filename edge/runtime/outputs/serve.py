@@ -14,8 +14,8 @@ import time
 from typing import Any, List
 
 from edge.outputs import check_outputs
-from edge.runtime.httpserve import Handler, HttpServer
-from edge.runtime.live import Live
+from edge.runtime.outputs.httpserve import Handler, HttpServer
+from edge.runtime.status.live import Live
 
 log = logging.getLogger("edge.serve")
 
@@ -36,7 +36,7 @@ class Servers:
     def _open(self, cfg: Any) -> None:
         m, v = cfg.metrics, cfg.view
         if m.port is not None or m.textfile:
-            from edge.runtime.metrics_http import MetricsExporter
+            from edge.runtime.outputs.metrics_http import MetricsExporter
 
             textfile = str(cfg.resolve_path(m.textfile)) if m.textfile else None
             check_outputs({"metrics.textfile": textfile})
@@ -48,7 +48,7 @@ class Servers:
             if textfile:
                 self.urls.append(f"metrics -> {textfile} every {m.textfile_interval_s:g} s")
         if v.port is not None:
-            from edge.runtime.view import LiveView, ViewSink
+            from edge.runtime.outputs.view import LiveView, ViewSink
 
             self.view = LiveView(v)
             routes = {

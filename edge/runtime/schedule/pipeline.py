@@ -22,11 +22,11 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from edge.errors import EdgeError, RunFailed, one_line
-from edge.runtime.metrics import Metrics
+from edge.runtime.engines.preprocess import Transform
+from edge.runtime.outputs.sinks import Sink, annotate
 from edge.runtime.postprocess import Result
-from edge.runtime.preprocess import Transform
-from edge.runtime.sinks import Sink, annotate
 from edge.runtime.sources import Frame, Source
+from edge.runtime.status.metrics import Metrics
 
 log = logging.getLogger("edge.pipeline")
 

@@ -8,7 +8,7 @@ memory is page-locked (GPU preprocessing), no copy between decode and upload. A 
 of mixed sizes) retires the buffers of the old size as they come back.
 
 The memory comes from an allocator: plain numpy arrays here; page-locked or mapped CUDA memory from
-``edge.runtime.cuda.memory.PinnedFrameMemory``.
+``edge.runtime.engines.cuda.memory.PinnedFrameMemory``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from edge.errors import RunFailed
-from edge.runtime.pixels import BT601_LIMITED, Colour, pixel_format, to_bgr
+from edge.runtime.sources.pixels import BT601_LIMITED, Colour, pixel_format, to_bgr
 
 
 class HostMemory:
@@ -165,7 +165,7 @@ class Frame:
     t_capture: float  # time.monotonic() when the frame was read
     image: np.ndarray  # the pixels, laid out as ``format`` says (HxWx3 uint8 BGR unless a camera says otherwise)
     origin: str = ""  # file name for image folders, else empty
-    format: str = "bgr"  # see edge.runtime.pixels
+    format: str = "bgr"  # see edge.runtime.sources.pixels
     colour: Colour = field(default=BT601_LIMITED)  # YCbCr formats: the source's matrix and range
     buffer: Optional[FrameBuffer] = None  # the ring buffer holding ``image``, handed back by release()
 

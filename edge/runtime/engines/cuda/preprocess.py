@@ -17,10 +17,10 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from edge.runtime.cuda.memory import CudaContext, HostDeviceBuffer, driver
-from edge.runtime.frames import Frame
-from edge.runtime.pixels import BT601_LIMITED, FORMATS, Colour
-from edge.runtime.preprocess import PreprocessSpec, Transform, plan_resize
+from edge.runtime.engines.cuda.memory import CudaContext, HostDeviceBuffer, driver
+from edge.runtime.engines.preprocess import PreprocessSpec, Transform, plan_resize
+from edge.runtime.sources.frames import Frame
+from edge.runtime.sources.pixels import BT601_LIMITED, FORMATS, Colour
 
 KERNEL_SOURCE = Path(__file__).with_name("preprocess.cu")
 _BLOCK = (32, 8, 1)

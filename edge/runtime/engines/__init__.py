@@ -1,4 +1,5 @@
-"""Inference backends behind one small protocol.
+"""Engines: the inference backends behind one small protocol, with the model-file, engine-gate and preprocessing
+modules they share (CUDA preprocessing in ``cuda``).
 
 A backend states its inputs and outputs (name, shape, dtype) and runs ``infer`` on a batch. Backends are
 registered by name and imported only when chosen, so the device side never loads a runtime it does not use.
@@ -42,8 +43,8 @@ class Backend(Protocol):
 
 # backend name -> "module:factory"; the factory takes the RunConfig and returns a Backend.
 REGISTRY: dict[str, str] = {
-    "onnxruntime": "edge.runtime.backends.onnxruntime:create",
-    "tensorrt": "edge.runtime.backends.tensorrt:create",
+    "onnxruntime": "edge.runtime.engines.onnxruntime:create",
+    "tensorrt": "edge.runtime.engines.tensorrt:create",
 }
 
 

@@ -19,7 +19,7 @@ SHORT_SHA = 12  # hex digits of a sha256 in labels and status messages
 
 def run_info(cfg: Any, backend: Any) -> Dict[str, str]:
     """Model, hashes, backend, device and versions as strings (they become Prometheus labels and MQTT fields)."""
-    from edge.runtime.model import engine_path, model_path
+    from edge.runtime.engines.model import engine_path, model_path
 
     info = {"model": "", "model_sha256": "", "engine_sha256": "", "backend": backend.name, "device": str(backend.device)}
     dla = getattr(backend, "dla_core", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -168,25 +168,3 @@ def annotate(image: np.ndarray, result: Result) -> np.ndarray:
             out, f"{c.label} {c.score:.2f}", (8, 20 + 18 * row), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (0, 255, 0), 1, cv2.LINE_AA
         )
     return out
-
-
-def open_sinks(cfg: Any, fps: float, on_quit: Any, info: Optional[dict] = None) -> List[Sink]:
-    """The sinks a SinksConfig asks for; none at all is the null sink (results are computed and dropped).
-    ``info`` (``edge.runtime.live.run_info``) goes into the MQTT status message."""
-    sinks: List[Sink] = []
-    try:
-        if cfg.mqtt.url:  # first: a refused broker fails before any file is started
-            from edge.runtime.mqtt import MqttSink
-
-            sinks.append(MqttSink(cfg.mqtt, info or {}))
-        if cfg.results:
-            sinks.append(JsonlSink(cfg.results))
-        if cfg.video:
-            sinks.append(VideoSink(cfg.video, fps))
-        if cfg.display:
-            sinks.append(DisplaySink("edge", on_quit))
-    except EdgeError:
-        for s in sinks:
-            s.close(failed=True)
-        raise
-    return sinks

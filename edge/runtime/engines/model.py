@@ -8,8 +8,8 @@ from typing import Any, Optional
 from edge.config import MAX_INPUT_SIDE
 from edge.errors import ConfigError
 from edge.metadata import TRAINED_SIZE, ModelMetadata
-from edge.runtime.backends import TensorInfo
-from edge.runtime.preprocess import PreprocessSpec
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec
 
 ULTRALYTICS_PAD = 114  # the grey Ultralytics letterboxes with, in training and in predict
 

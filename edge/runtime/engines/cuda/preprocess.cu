@@ -2,12 +2,12 @@
 // YCbCr to RGB, bilinear resize into the letterbox or stretch rectangle, pad, colour swap, per-channel
 // out = pixel * a + b, HWC -> CHW or HWC, float/half/uint8 out. One kernel per source format and output type.
 //
-// The geometry is edge.runtime.preprocess.plan_resize. The resize reproduces cv2.resize(INTER_LINEAR) on uint8
+// The geometry is edge.runtime.engines.preprocess.plan_resize. The resize reproduces cv2.resize(INTER_LINEAR) on uint8
 // frames: the host computes each output column's and row's two source taps with 11-bit weights exactly as OpenCV
 // does (half-pixel centres, edge clamping), and the kernel does OpenCV's integer arithmetic, including the
 // rounding of its vectorised vertical pass, so the resized pixels equal OpenCV's on downscaling. Each of the four
 // taps is converted to BGR first with the fixed-point arithmetic of OpenCV's YUV->BGR converters
-// (edge.runtime.pixels), so a YCbCr frame gives what cv2.cvtColor followed by the resize gives.
+// (edge.runtime.sources.pixels), so a YCbCr frame gives what cv2.cvtColor followed by the resize gives.
 #include <cuda_fp16.h>
 
 struct Params {
@@ -19,7 +19,7 @@ struct Params {
     int swap_rb;                       // 1: write RGB from BGR
     int nchw;                          // 1: planar output
     float a[3], b[3];                  // normalisation per output channel: out = pixel * a + b
-    int y_offset, c_y, cr_r, cb_g, cr_g, cb_b;  // YCbCr -> RGB, 20-bit fixed point (edge.runtime.pixels.Colour)
+    int y_offset, c_y, cr_r, cb_g, cr_g, cb_b;  // YCbCr -> RGB, 20-bit fixed point (edge.runtime.sources.pixels.Colour)
 };
 
 enum Format { BGR = 0, BGRX = 1, RGBA = 2, NV12 = 3, YUYV = 4, UYVY = 5 };

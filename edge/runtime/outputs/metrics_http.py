@@ -18,9 +18,9 @@ from typing import Any, Iterator, Optional
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.outputs import write_atomic
-from edge.runtime.httpserve import Handler
-from edge.runtime.live import Live
-from edge.runtime.metrics import STAGES
+from edge.runtime.outputs.httpserve import Handler
+from edge.runtime.status.live import Live
+from edge.runtime.status.metrics import STAGES
 
 log = logging.getLogger("edge.metrics")
 

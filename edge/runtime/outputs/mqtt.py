@@ -34,8 +34,8 @@ from edge.errors import EdgeError
 from edge.lazy import require
 from edge.outputs import strict_json
 from edge.redact import MASK
+from edge.runtime.outputs.sinks import Sink
 from edge.runtime.postprocess import Result
-from edge.runtime.sinks import Sink
 from edge.runtime.sources import Frame
 
 log = logging.getLogger("edge.mqtt")

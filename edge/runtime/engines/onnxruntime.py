@@ -10,7 +10,7 @@ import numpy as np
 from edge import metadata
 from edge.errors import EdgeError
 from edge.lazy import require
-from edge.runtime.backends import TensorInfo
+from edge.runtime.engines import TensorInfo
 
 _ORT_TYPES = {
     "tensor(float)": np.float32,
@@ -75,6 +75,6 @@ class OnnxRuntimeBackend:
 
 
 def create(cfg: Any) -> OnnxRuntimeBackend:
-    from edge.runtime.model import model_path
+    from edge.runtime.engines.model import model_path
 
     return OnnxRuntimeBackend(str(model_path(cfg)), cfg.device, cfg.threads)

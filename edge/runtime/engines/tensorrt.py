@@ -32,8 +32,8 @@ from edge.lazy import require
 from edge.manifest import manifest_path, read_l4t
 from edge.metadata import NONE
 from edge.metadata import read as read_metadata
-from edge.runtime.backends import TensorInfo
-from edge.runtime.cuda.memory import (
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.cuda.memory import (
     CudaContext,
     HostDeviceBuffer,
     PinnedFrameMemory,
@@ -41,10 +41,10 @@ from edge.runtime.cuda.memory import (
     driver,
     timing_event,
 )
-from edge.runtime.cuda.preprocess import FrameInput
-from edge.runtime.engine_file import read_plan, split
-from edge.runtime.engine_gate import DeviceFacts, check_platform, choose_dla_core, verify_manifest
-from edge.runtime.preprocess import PreprocessSpec, Transform
+from edge.runtime.engines.cuda.preprocess import FrameInput
+from edge.runtime.engines.engine_file import read_plan, split
+from edge.runtime.engines.gate import DeviceFacts, check_platform, choose_dla_core, verify_manifest
+from edge.runtime.engines.preprocess import PreprocessSpec, Transform
 
 log = logging.getLogger("edge.run")
 BUFFER_SETS = 2  # frames in flight; edge-build gives a dynamic engine one optimisation profile per set
@@ -356,7 +356,7 @@ class TensorRTBackend:
         """From now on the feed for ``input_name`` is the raw frame (a ``Frame`` in any camera format, or a BGR
         array), which the CUDA kernel turns into the input tensor on the frame's own stream. Returns the preprocess
         stage's callable: it only computes the geometry."""
-        from edge.runtime.cuda.preprocess import GpuPreprocessor
+        from edge.runtime.engines.cuda.preprocess import GpuPreprocessor
 
         t = next(t for t in self.io if t.name == input_name)
         if tuple(spec.input_shape) != t.shape or np.dtype(spec.dtype) != t.dtype:
@@ -505,6 +505,6 @@ class TensorRTBackend:
 
 
 def create(cfg: Any) -> TensorRTBackend:
-    from edge.runtime.model import engine_path
+    from edge.runtime.engines.model import engine_path
 
     return TensorRTBackend(str(engine_path(cfg)), dla_core=cfg.dla_core)
