@@ -70,3 +70,21 @@ def output_file(text: str) -> str:
     if text.endswith(("/", os.sep)):
         raise argparse.ArgumentTypeError(f"{text[:60]!r} ends in '/', a folder; give a file name in it")
     return text
+
+
+class Names(list):
+    """The names of a comma-separated flag. An error that quotes the flag's value shows its repr, the text as typed
+    (gpu,dla); str stays a list's, so that text is not mistaken for part of the error's own words
+    (edge.config.flag_errors)."""
+
+    def __repr__(self) -> str:
+        return ",".join(self) or "''"
+
+    def __str__(self) -> str:
+        return list.__repr__(self)
+
+
+def name_list(text: str) -> Names:
+    """``gpu,dla0`` -> ``["gpu", "dla0"]`` (--engines of edge-build and edge-run); the names themselves are checked
+    with the config key they set."""
+    return Names(name.strip() for name in text.split(","))

@@ -52,6 +52,15 @@ def manifest_path(engine: str | Path) -> Path:
     return p.with_name(p.name + ".json")
 
 
+def dla_engine_path(engine: Path) -> Path:
+    """The DLA plan that ``edge-build --engines gpu,dla`` writes beside the GPU engine: ``yolo.engine`` ->
+    ``yolo.dla.engine`` (``<stem>.dla.engine``, in the same folder). The one naming rule for both sides: edge-build
+    writes it, the runtime looks for it. A DLA plan runs on either DLA core (the core is chosen when it is
+    deserialised). Pure: the file system is not touched."""
+    engine = Path(engine)
+    return engine.with_name(f"{engine.stem}.dla.engine")
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

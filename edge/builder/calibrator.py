@@ -84,6 +84,7 @@ class CalibrationFeed:
         self.input_shape = tuple(input_shape)
         self.cache_path = cache_path
         self.cached = cached  # a checked cache TensorRT may use instead of calibrating; None = calibrate
+        self.written: Optional[bytes] = None  # the cache TensorRT produced by calibrating here
         self.upload = upload
         self.progress = progress or Throttle()
         self.error: Optional[Exception] = None  # raised inside a TensorRT callback; re-raised after the build
@@ -161,10 +162,12 @@ class CalibrationFeed:
 
     def read_cache(self) -> Optional[bytes]:
         if self.cached is not None:
-            say(f"calibration: using the scales in {self.cache_path}; no images are read")
+            where = self.cache_path if self.cache_path is not None else "the cache an earlier build calibrated"
+            say(f"calibration: using the scales in {where}; no images are read")
         return self.cached
 
     def write_cache(self, data: bytes) -> None:
+        self.written = bytes(data)
         if self.cache_path is None:
             return
         cache = CalibrationCache.from_bytes(data, origin="the cache TensorRT produced")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from edge import argtypes
 
@@ -34,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     fallback.add_argument(
         "--no-gpu-fallback", dest="gpu_fallback", action="store_false", help="fail the build instead (dla.gpu_fallback: false)"
+    )
+    p.add_argument(
+        "--engines",
+        type=argtypes.name_list,
+        metavar="gpu,dla",
+        help="write a GPU engine (at ENGINE) and a DLA plan (at STEM.dla.engine) from one calibration (engines)",
     )
     p.add_argument("--dla-target", choices=["orin", "xavier"], help="rules for the pre-build prediction (dla.target)")
     p.add_argument(
@@ -71,6 +78,7 @@ _FLAG_KEYS = {
     "calib_method": "calib.method",
     "dla": "dla.core",
     "gpu_fallback": "dla.gpu_fallback",
+    "engines": "engines",
     "dla_target": "dla.target",
     "dla_sram": "dla.sram_mib",
     "workspace": "workspace_mib",
@@ -83,9 +91,9 @@ _PATH_FLAGS = {"model", "output", "calib_images", "calib_cache", "timing_cache",
 
 
 def main(args: argparse.Namespace) -> int:
-    from edge.builder import placement
     from edge.builder.config import load_build_config
     from edge.builder.engine import build
+    from edge.builder.engines import build_engines
     from edge.runtime.cli import flag_names
 
     values = {}
@@ -97,7 +105,23 @@ def main(args: argparse.Namespace) -> int:
     if args.model:
         values["model.asset"] = None
     cfg = load_build_config(args.config, args.set, values, flags=flag_names(_FLAG_KEYS, {"model": "MODEL.onnx"}))
-    result = build(cfg)
+    if cfg.engines is None:
+        summary(cfg, build(cfg))
+        return 0
+    built = build_engines(cfg, done=summary)
+    if len(built) > 1:
+        print(
+            f"\nwrote {len(built)} engines from one build: "
+            + ", ".join(f"{r.engine} ({'GPU' if c.dla.core is None else f'DLA, built for core {c.dla.core}'})" for c, r in built)
+            + "; a DLA plan runs on either DLA core"
+        )
+    return 0
+
+
+def summary(cfg: Any, result: Any) -> None:
+    """The placement table and the closing lines of one engine."""
+    from edge.builder import placement
+
     print("\n".join(placement.render(result.placement)))
     where = (
         f"DLA core {cfg.dla.core} ({'with' if cfg.dla.gpu_fallback else 'without'} GPU fallback)"
@@ -116,4 +140,3 @@ def main(args: argparse.Namespace) -> int:
     )
     for note in result.notes:
         print(f"note: {note}")
-    return 0

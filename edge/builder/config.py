@@ -19,6 +19,7 @@ from edge.config import (
     given_by_flags,
     key_error,
     load_dataclass,
+    short,
 )
 from edge.errors import ConfigError
 
@@ -27,6 +28,9 @@ MAX_WORKSPACE_MIB = 1 << 20
 
 # Calibrator algorithm names as TensorRT writes them in a cache header.
 ALGORITHMS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration"}
+
+# What `engines` may list: a GPU engine, a DLA plan (built for dla.core, loadable on either core).
+ENGINE_KINDS = ("gpu", "dla")
 
 
 @dataclass
@@ -54,6 +58,9 @@ class BuildConfig(FileConfig):
     fp16: bool = False
     calib: CalibConfig = field(default_factory=CalibConfig)
     dla: DlaConfig = field(default_factory=DlaConfig)
+    # engines from one build (one calibration): gpu -> model.engine, dla -> <stem>.dla.engine; None = the one engine
+    # of dla.core (a GPU engine when it is null), written at model.engine
+    engines: Optional[List[str]] = None
     shapes: List[str] = field(default_factory=list)  # NAME=1x3x640x640 for each dynamic input
     workspace_mib: Optional[int] = None  # builder scratch memory limit; None = TensorRT's default
     timing_cache: Optional[str] = None  # read when present, written after the build
@@ -64,6 +71,11 @@ class BuildConfig(FileConfig):
     @property
     def algorithm(self) -> str:
         return ALGORITHMS[self.calib.method]
+
+    @property
+    def dla_build(self) -> bool:
+        """Whether an engine of this build is for the DLA."""
+        return self.dla.core is not None if self.engines is None else "dla" in self.engines
 
     def options(self) -> Dict[str, Any]:
         """The settings as plain data, for the manifest."""
@@ -104,6 +116,23 @@ def target_cc(value: Union[str, float, None], origin: str = "--target-cc") -> Op
     return text
 
 
+def check_engines(engines: Optional[List[str]], origin: str) -> None:
+    """``engines``: null, or a non-empty list of gpu and dla, each at most once."""
+    if engines is None:
+        return
+    fix = "give gpu, dla or both, e.g. --engines gpu,dla (in a file: engines: [gpu, dla])"
+    if not engines or not any(e.strip() for e in engines):
+        raise key_error(origin, "engines", f"names no engine; {fix}, or leave it out for the one engine of dla.core")
+    for name in engines:
+        if not name.strip():
+            raise key_error(origin, "engines", f"an empty engine name (a stray comma?); {fix}")
+        if name not in ENGINE_KINDS:
+            raise key_error(origin, "engines", f"unknown engine {short(name, 40)}; {fix}")
+    twice = next((e for i, e in enumerate(engines) if e in engines[:i]), None)
+    if twice is not None:
+        raise key_error(origin, "engines", f"'{twice}' is listed twice; list each engine once: {fix}")
+
+
 def check(cfg: BuildConfig, origin: str) -> None:
     """Rules that span more than one key or need the file system; TensorRT is not imported here."""
     m = cfg.model
@@ -111,6 +140,7 @@ def check(cfg: BuildConfig, origin: str) -> None:
         raise ConfigError(f"{origin}: no model: pass MODEL.onnx or set model.path (or model.asset)")
     check_onnx_source(cfg, origin)
     check_input(cfg.input, origin)
+    check_engines(cfg.engines, origin)
     if cfg.workspace_mib is not None and not 0 < cfg.workspace_mib <= MAX_WORKSPACE_MIB:
         raise key_error(origin, "workspace_mib", f"expected MiB from 1 to {MAX_WORKSPACE_MIB} (1 TiB), got {cfg.workspace_mib}")
     d = cfg.dla
@@ -119,14 +149,21 @@ def check(cfg: BuildConfig, origin: str) -> None:
     pools = [key for key in ("sram_mib", "local_dram_mib", "global_dram_mib") if getattr(d, key) is not None]
     for key in pools:
         pool_bytes(getattr(d, key), f"dla.{key}", origin)
-    if d.core is None and (pools or not d.gpu_fallback or d.target):
+    if cfg.engines is not None and d.core is not None and not cfg.dla_build:
+        raise ConfigError(
+            f"{origin}: key 'dla.core' applies to DLA builds only and engines lists no dla; add dla to --engines "
+            "(engines) or drop --dla N (dla.core)"
+        )
+    if not cfg.dla_build and (pools or not d.gpu_fallback or d.target):
         key = f"dla.{pools[0]}" if pools else ("dla.gpu_fallback" if not d.gpu_fallback else "dla.target")
-        raise ConfigError(f"{origin}: key '{key}' applies to DLA builds only; add --dla N (dla.core) or drop it")
+        add = "add --dla N (dla.core)" if cfg.engines is None else "add dla to --engines (engines)"
+        raise ConfigError(f"{origin}: key '{key}' applies to DLA builds only; {add} or drop it")
     target_cc(cfg.target_cc, origin)
     c = cfg.calib
-    if d.core is not None and cfg.int8 and c.method == "minmax":
+    if cfg.dla_build and cfg.int8 and c.method == "minmax":
+        which = f"--dla {d.core}" if cfg.engines is None else f"--engines {','.join(cfg.engines)}"
         raise ConfigError(
-            f"{origin}: key 'calib.method': minmax with --dla {d.core}: the DLA takes its INT8 scales from "
+            f"{origin}: key 'calib.method': minmax with {which}: the DLA takes its INT8 scales from "
             'IInt8EntropyCalibrator2, "the required calibrator for DLA" (NvInfer.h), and reads caches whose header names '
             "EntropyCalibration2; for min-max scales on the DLA run `edge calib MODEL --method minmax --cache C` (it writes "
             "them under that header) and build with --calib-cache C and the default --calib-method entropy"

@@ -49,23 +49,25 @@ class Plan:
     notes: List[str] = field(default_factory=list)
 
 
-def plan(cfg: BuildConfig, caps: trt_api.Capabilities) -> Plan:
-    """Refuse requests this TensorRT cannot serve, with the sentence that says what to do instead."""
+def plan(cfg: BuildConfig, caps: trt_api.Capabilities, dla_flag: Optional[str] = None) -> Plan:
+    """Refuse requests this TensorRT cannot serve, with the sentence that says what to do instead. ``dla_flag``
+    names what asked for the DLA in those sentences (default ``--dla N``)."""
     p = Plan()
     who = f"this TensorRT ({caps.module} {caps.version})"
     core = cfg.dla.core
     if core is not None:
+        asked = dla_flag or f"--dla {core}"
         if not caps.dla_api:
             raise EdgeError(
-                f"--dla {core}: {who} has no DLA API (TensorRT 11.0-11.3 dropped the DLA); build with the TensorRT of "
+                f"{asked}: {who} has no DLA API (TensorRT 11.0-11.3 dropped the DLA); build with the TensorRT of "
                 "the target's JetPack (8.5 on JetPack 5.1, 8.6 on JetPack 6.0, 10.3 on JetPack 6.1/6.2)"
             )
         if caps.dla_cores == 0:
             raise EdgeError(
-                f"--dla {core}: this machine has no DLA: build on a Jetson with the target's JetPack ({who} reports 0 DLA cores)"
+                f"{asked}: this machine has no DLA: build on a Jetson with the target's JetPack ({who} reports 0 DLA cores)"
             )
         if core >= caps.dla_cores:
-            raise EdgeError(f"--dla {core}: this Jetson has {caps.dla_cores} DLA core(s), numbered 0 to {caps.dla_cores - 1}")
+            raise EdgeError(f"{asked}: this Jetson has {caps.dla_cores} DLA core(s), numbered 0 to {caps.dla_cores - 1}")
         if cfg.dla.gpu_fallback:
             p.flags.append("GPU_FALLBACK")
     if cfg.int8 and not caps.int8_flag:
@@ -229,6 +231,15 @@ def cuda_version() -> Optional[str]:
 
 
 @dataclass
+class Scales:
+    """The INT8 scales a build used, handed to the next build of the same command (``--engines``) so that every
+    engine gets the same scales from one calibration."""
+
+    data: bytes  # the cache TensorRT read or wrote
+    cache: Optional[Path]  # the calib.cache file they came from; None when the build calibrated them
+
+
+@dataclass
 class BuildResult:
     engine: Path
     manifest: Path
@@ -242,6 +253,7 @@ class BuildResult:
     compute_capability: Optional[str]
     warnings: int
     notes: List[str]
+    scales: Optional[Scales] = None  # INT8 builds: the scales this build used
 
 
 def model_path(cfg: BuildConfig) -> Path:
@@ -252,20 +264,34 @@ def model_path(cfg: BuildConfig) -> Path:
     return cfg.resolve_path(cfg.model.path or "")
 
 
+def default_engine(cfg: BuildConfig, onnx: Path) -> Path:
+    """model.engine, or ``<model>.engine`` in the current folder."""
+    return cfg.resolve_path(cfg.model.engine) if cfg.model.engine else Path.cwd() / (onnx.stem + ".engine")
+
+
 def engine_path(cfg: BuildConfig, onnx: Path) -> Path:
     """The engine to write, after checking every output of the build against the folders and the inputs."""
-    out = cfg.resolve_path(cfg.model.engine) if cfg.model.engine else Path.cwd() / (onnx.stem + ".engine")
-    outputs = {
-        cfg.name_of("model.engine"): out,
-        "the manifest": manifest_path(out),
-        "the placement report": report_path(out),
-        cfg.name_of("log"): cfg.optional_path(cfg.log),
-        # read when present and written after: outputs, so they may be neither the model nor each other
-        cfg.name_of("timing_cache"): cfg.optional_path(cfg.timing_cache),
-        cfg.name_of("calib.cache"): cfg.optional_path(cfg.calib.cache),
-    }
-    check_outputs(outputs, {cfg.name_of("model.path"): onnx, "--config": cfg.config_file})
+    out = default_engine(cfg, onnx)
+    check_engine_outputs(cfg, onnx, {cfg.name_of("model.engine"): out})
     return out
+
+
+def check_engine_outputs(cfg: BuildConfig, onnx: Path, engines: Dict[str, Path]) -> None:
+    """Every output of the build (each engine with its manifest and report, the log, the caches) checked against the
+    folders, the inputs and each other; ``engines`` maps how to name an engine in a message to its path."""
+    outputs: Dict[str, Optional[Path]] = {}
+    for name, out in engines.items():
+        of = "" if len(engines) == 1 else f" of {name}"
+        outputs.update({name: out, f"the manifest{of}": manifest_path(out), f"the placement report{of}": report_path(out)})
+    outputs.update(
+        {
+            cfg.name_of("log"): cfg.optional_path(cfg.log),
+            # read when present and written after: outputs, so they may be neither the model nor each other
+            cfg.name_of("timing_cache"): cfg.optional_path(cfg.timing_cache),
+            cfg.name_of("calib.cache"): cfg.optional_path(cfg.calib.cache),
+        }
+    )
+    check_outputs(outputs, {cfg.name_of("model.path"): onnx, "--config": cfg.config_file})
 
 
 def report_path(engine: Path) -> Path:
@@ -283,7 +309,9 @@ def _log_file(path: Path) -> Any:
     return atomic_open(path, text=True)
 
 
-def build(cfg: BuildConfig) -> BuildResult:
+def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = None) -> BuildResult:
+    """One engine. ``scales``: an earlier build's INT8 scales, used instead of calibrating or reading calib.cache;
+    ``log_file``: an open log to write TensorRT's lines to instead of opening ``cfg.log``."""
     started = time.monotonic()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     onnx = model_path(cfg)
@@ -291,7 +319,8 @@ def build(cfg: BuildConfig) -> BuildResult:
     trt = trt_api.load()
     settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
     with ExitStack() as stack:
-        log_file = stack.enter_context(_log_file(cfg.resolve_path(cfg.log))) if cfg.log else None
+        if log_file is None and cfg.log:
+            log_file = stack.enter_context(_log_file(cfg.resolve_path(cfg.log)))
         sink = stack.enter_context(trt_api.capture(log_file, _console))
         builder = trt.Builder(trt_api.logger())
         caps = trt_api.detect(trt, builder)
@@ -313,7 +342,7 @@ def build(cfg: BuildConfig) -> BuildResult:
         if not cc:
             p.notes.append("no GPU here and no --target-cc: the manifest cannot name the compute capability")
         prebuild = _prebuild(cfg, caps, config, network, onnx, shapes, cc) if dla else None
-        feed = _calibration(trt, cfg, caps, config, network, profile, shapes) if cfg.int8 else None
+        feed = _calibration(trt, cfg, caps, config, network, profile, shapes, scales) if cfg.int8 else None
         if feed is not None:
             stack.callback(feed.close)
         fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
@@ -345,7 +374,12 @@ def build(cfg: BuildConfig) -> BuildResult:
         commit_together(staged)  # a kill at any moment leaves the old engine+manifest+report or the new ones
         manifest = manifest_path(out)
         warned = sum(1 for level, _ in sink.lines if level == "WARNING")
-    return BuildResult(out, manifest, report, size, digest, seconds, caps, p, placement, cc, warned, p.notes)
+    used = None
+    if feed is not None and feed.cached is not None:
+        used = Scales(feed.cached, feed.cache_path)
+    elif feed is not None and feed.written is not None:
+        used = Scales(feed.written, None)
+    return BuildResult(out, manifest, report, size, digest, seconds, caps, p, placement, cc, warned, p.notes, used)
 
 
 def _configure(
@@ -436,14 +470,18 @@ def _calibration(
     network: Any,
     profile: Any,
     shapes: Dict[str, Tuple[int, ...]],
+    scales: Optional[Scales] = None,
 ) -> Any:
     from edge.builder.calibrator import CalibrationFeed, make_calibrator, usable_cache
     from edge.calib.datasets import find_images
     from edge.runtime.engines.preprocess import Preprocessor
 
-    images_dir = cfg.optional_path(cfg.calib.images)
-    cache_path = cfg.optional_path(cfg.calib.cache)
-    cached = usable_cache(cache_path, caps.version, cfg.algorithm, images_dir is not None, trt, network)
+    if scales is not None:  # an earlier build of this command calibrated (or read the cache): the same scales again
+        images_dir, cache_path, cached = None, scales.cache, scales.data
+    else:
+        images_dir = cfg.optional_path(cfg.calib.images)
+        cache_path = cfg.optional_path(cfg.calib.cache)
+        cached = usable_cache(cache_path, caps.version, cfg.algorithm, images_dir is not None, trt, network)
     images = find_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
     tensor, spec = _image_input(trt, cfg, network, shapes)
     feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached)
