@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -93,6 +94,44 @@ class SourceConfig:
     color_matrix: Literal["bt601", "bt709"] = "bt601"  # YCbCr formats: the camera's matrix ...
     color_range: Literal["limited", "full"] = "limited"  # ... and range (limited: Y 16..235)
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
+
+
+@dataclass
+class SourceTaskConfig:
+    """Per-source task keys of a pool source; null keeps the run's ``task`` value."""
+
+    score_threshold: Optional[float] = None
+    iou_threshold: Optional[float] = None
+    max_detections: Optional[int] = None
+    agnostic_nms: Optional[bool] = None
+    top_k: Optional[int] = None
+
+
+@dataclass
+class SourceSinksConfig:
+    results: Optional[str] = None  # this source's JSONL results
+    video: Optional[str] = None  # this source's annotated video
+
+
+@dataclass
+class PoolSourceConfig(SourceConfig):
+    """One of ``sources``: a source config with a name, its own task keys and sinks. ``live`` is its drop policy:
+    true drops the oldest waiting frame when its engine is behind (cameras, streams), false waits (files)."""
+
+    name: Optional[str] = None  # in topics, labels and logs: letters, digits, '-', '_', '.'; null = cam0, cam1, ...
+    spread: bool = False  # any engine with nothing of its own takes this source's frames (the order is kept)
+    task: SourceTaskConfig = field(default_factory=SourceTaskConfig)
+    sinks: SourceSinksConfig = field(default_factory=SourceSinksConfig)
+
+
+@dataclass
+class PoolConfig:
+    # The engines sources are spread over: tensorrt: gpu (model.engine), dla0, dla1 (pool.dla_engine on that core);
+    # onnxruntime: cpu, cpu1, ... (one session each). Empty: one engine, as backend and dla_core say.
+    engines: List[str] = field(default_factory=list)
+    queue_size: int = 2  # frames of one source waiting for its engine; a live source drops the oldest beyond it
+    # The DLA plan for dla0/dla1; null = MODEL.dla.engine beside model.engine (what edge-build --engines gpu,dla writes)
+    dla_engine: Optional[str] = None
 
 
 @dataclass
@@ -206,6 +245,8 @@ class RunConfig(FileConfig):
     input: InputConfig = field(default_factory=InputConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
+    sources: List[PoolSourceConfig] = field(default_factory=list)  # many sources in one process (docs/pool.md)
+    pool: PoolConfig = field(default_factory=PoolConfig)
     sinks: SinksConfig = field(default_factory=SinksConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
@@ -557,6 +598,96 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if not 0 <= cfg.source.flip <= 7:
         raise bad("source.flip", "an integer 0..7 (nvvidconv flip-method)", cfg.source.flip)
     check_fleet(cfg, origin)
+    check_pool(cfg, origin)
+
+
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # safe in MQTT topics, file names, labels and logs
+ENGINE_NAMES = {"tensorrt": re.compile(r"gpu|dla[0-9]"), "onnxruntime": re.compile(r"(cpu|cuda)[0-9]?")}
+MAX_ENGINES = 8
+MAX_SOURCES = 64
+
+
+def check_pool(cfg: Any, origin: str) -> None:
+    """``sources`` and ``pool``: names, engines and what a pool cannot do (one window, one GPU-preprocessing source)."""
+
+    def bad(key: str, expected: str, value: Any) -> ConfigError:
+        return _bad(origin, key, expected, value)
+
+    pool, sources = cfg.pool, cfg.sources
+    if not sources:
+        if pool.engines:
+            raise key_error(origin, "pool.engines", "a pool needs its sources: list them under sources (docs/pool.md)")
+        return
+    if len(sources) > MAX_SOURCES:
+        raise bad("sources", f"at most {MAX_SOURCES} sources in one process", f"{len(sources)} sources")
+    if cfg.source.uri != SourceConfig.uri:
+        raise key_error(origin, "source", "both source and sources are set; a pool reads sources only, keep one")
+    for key, value, why in (
+        ("preprocess", cfg.preprocess == "gpu", "the pool preprocesses on the CPU; use preprocess: cpu"),
+        ("sinks.display", cfg.sinks.display, "one window cannot show several sources; use the live view (view.port)"),
+        ("sinks.video", cfg.sinks.video, "one video cannot hold several sources; set sources[N].sinks.video"),
+    ):
+        if value:
+            raise key_error(origin, key, why)
+    seen: Dict[str, int] = {}
+    for i, src in enumerate(sources):
+        key = f"sources[{i}]"
+        if src.name is None:
+            src.name = f"cam{i}"
+        if not SOURCE_NAME.fullmatch(src.name):
+            raise bad(f"{key}.name", "1-64 letters, digits, '-', '_' or '.', starting with a letter or digit", src.name)
+        if src.name in seen:
+            raise key_error(
+                origin, f"{key}.name", f"{src.name!r} is also the name of sources[{seen[src.name]}]; names must differ"
+            )
+        seen[src.name] = i
+        if not src.uri.strip():
+            raise bad(f"{key}.uri", "a source URI (file, folder, /dev/videoN, csi://N, rtsp://...)", src.uri)
+        if src.format not in ("auto", "bgr") and not src.uri.strip().startswith(CAMERA_PREFIXES):
+            raise key_error(
+                origin, f"{key}.format", f"{src.format} is what a camera delivers; {short(src.uri, 60)} decodes to bgr"
+            )
+        if not 0 <= src.flip <= 7:
+            raise bad(f"{key}.flip", "an integer 0..7 (nvvidconv flip-method)", src.flip)
+        r = src.reconnect
+        if r.initial_delay_s <= 0 or r.max_delay_s < r.initial_delay_s or r.max_attempts < 0:
+            raise bad(
+                f"{key}.reconnect",
+                "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0",
+                dataclasses.asdict(r),
+            )
+        t = src.task
+        for name in ("score_threshold", "iou_threshold"):
+            value = getattr(t, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise bad(f"{key}.task.{name}", "a number between 0 and 1, or null for the run's task value", value)
+        if t.max_detections is not None and not 1 <= t.max_detections <= MAX_DETECTIONS:
+            raise bad(f"{key}.task.max_detections", f"an integer 1..{MAX_DETECTIONS}, or null", t.max_detections)
+        if t.top_k is not None and t.top_k < 1:
+            raise bad(f"{key}.task.top_k", "a positive integer, or null", t.top_k)
+    if not 1 <= pool.queue_size <= 64:
+        raise bad("pool.queue_size", "an integer 1..64", pool.queue_size)
+    if len(pool.engines) > MAX_ENGINES:
+        raise bad("pool.engines", f"at most {MAX_ENGINES} engines", pool.engines)
+    pattern = ENGINE_NAMES[cfg.backend]
+    for i, name in enumerate(pool.engines):
+        if not pattern.fullmatch(name):
+            allowed = "gpu, dla0, dla1" if cfg.backend == "tensorrt" else "cpu, cpu1, ... or cuda, cuda1, ... (one session each)"
+            raise bad(f"pool.engines[{i}]", f"an engine of backend {cfg.backend}: {allowed}", name)
+        if name in pool.engines[:i]:
+            raise key_error(origin, f"pool.engines[{i}]", f"{name} is listed twice; each engine once")
+    if cfg.backend == "tensorrt" and any(e.startswith("dla") for e in pool.engines):
+        from edge.manifest import dla_engine_path
+
+        plan = cfg.resolve_path(pool.dla_engine) if pool.dla_engine else dla_engine_path(cfg.resolve_path(cfg.model.engine))
+        if not plan.is_file():
+            raise key_error(
+                origin,
+                "pool.dla_engine",
+                f"file not found: {plan}; build it with edge-build --engines gpu,dla (or set pool.dla_engine)",
+            )
+    elif pool.dla_engine:
+        raise key_error(origin, "pool.dla_engine", "is for the dla0/dla1 engines of backend tensorrt; list them in pool.engines")
 
 
 CAMERA_PREFIXES = ("csi://", "v4l2://", "/dev/video")

@@ -99,6 +99,8 @@ def test_config_examples_load():
     load_config(ROOT / "configs" / "demo.yaml")  # the quick start's config, with every check
     load_dataclass(RunConfig, ROOT / "configs" / "camera.example.yaml")  # names files that exist on a Jetson only
     load_dataclass(BuildConfig, ROOT / "configs" / "build.example.yaml")
+    pool, _ = load_dataclass(RunConfig, ROOT / "configs" / "pool.example.yaml")  # its engines exist on a Jetson only
+    assert [s.name for s in pool.sources] == ["gate", "dock", "lobby", "yard"] and pool.pool.engines == ["gpu", "dla0", "dla1"]
 
 
 def test_yaml_blocks_in_the_docs_load(tmp_path):

@@ -20,6 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", metavar="ONNX", help="model file (model.path)")
     p.add_argument("--engine", metavar="ENGINE", help="TensorRT engine; selects backend tensorrt (model.engine)")
     p.add_argument("--dla", type=argtypes.non_negative_int, metavar="N", help="run the engine on DLA core N (dla_core)")
+    p.add_argument(
+        "--engines",
+        type=argtypes.name_list,
+        metavar="LIST",
+        help="spread the config's sources over these engines, e.g. gpu,dla0,dla1 or cpu,cpu1 (pool.engines)",
+    )
     p.add_argument("--preprocess", choices=["cpu", "gpu"], help="where preprocessing runs; gpu needs --engine (preprocess)")
     p.add_argument("--loop", action="store_true", default=None, help="restart file sources at the end (source.loop)")
     p.add_argument("--frames", type=argtypes.positive_int, metavar="N", help="stop after reading N frames (pipeline.frames)")
@@ -92,6 +98,7 @@ _FLAG_KEYS = {
     "model": "model.path",
     "engine": "model.engine",
     "dla": "dla_core",
+    "engines": "pool.engines",
     "preprocess": "preprocess",
     "loop": "source.loop",
     "frames": "pipeline.frames",
@@ -149,4 +156,8 @@ def main(args: argparse.Namespace) -> int:
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "8")
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     setup_logging("edge-run", cfg.logging.level)
+    if cfg.sources:
+        from edge.runtime import pool_runner
+
+        return pool_runner.check(cfg) if args.check else pool_runner.run(cfg)
     return check(cfg) if args.check else run(cfg)

@@ -80,6 +80,12 @@ def check_run_outputs(cfg: Any) -> None:
         from edge.manifest import manifest_path
 
         inputs["the engine's manifest"] = manifest_path(cfg.resolve_path(cfg.model.engine))
+    for i, src in enumerate(cfg.sources):
+        for k in ("results", "video"):
+            outputs[cfg.name_of(f"sources[{i}].sinks.{k}")] = cfg.optional_path(getattr(src.sinks, k))
+        inputs[cfg.name_of(f"sources[{i}].uri")] = _local_file(src.uri, cfg)
+    if cfg.pool.dla_engine:
+        inputs[cfg.name_of("pool.dla_engine")] = cfg.resolve_path(cfg.pool.dla_engine)
     check_outputs(outputs, inputs)
 
 
@@ -228,7 +234,7 @@ class Runner:
                     break  # only capture is left, stuck in a read: leave it (a daemon thread)
                 if now >= next_status:
                     power = format_status(self.sampler.latest()) if self.sampler.backend_name != "none" else ""
-                    line = p.metrics.status_line(power)
+                    line = p.status_line(power)
                     notifier.status(line)
                     if cfg.logging.status:
                         print(f"edge-run: {line}", file=sys.stderr, flush=True)
@@ -244,6 +250,11 @@ class Runner:
             notifier.close()
         if p.abort_event.is_set():
             p.count_abandoned()
+        return self._finish(idle_w)
+
+    def _finish(self, idle_w: Optional[float]) -> Tuple[dict, Optional[EdgeError]]:
+        """Close everything and put the summary together."""
+        cfg, p = self.cfg, self.pipeline
         engine_info = self.backend.info() if hasattr(self.backend, "info") else None  # read before close frees it
         frames_info = self.ring.info()
         notes = self._close(failed=p.error is not None)

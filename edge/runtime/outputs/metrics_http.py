@@ -168,6 +168,8 @@ class _Collector:
                 labelled("edge_dla_online", "1 while the DLA core is powered", "dla", {k: (None if v.get("online") is None else int(bool(v["online"]))) for k, v in dla.items()}),
                 labelled("edge_temperature_celsius", "Temperatures (degrees C)", "sensor", sample.temps_c),
             ]  # fmt: skip
+        if live.pool is not None:
+            families += _pool_families(cam, live.pool)
         mqtt = live.sink("mqtt")
         if mqtt is not None:
             st = mqtt.stats()
@@ -177,3 +179,39 @@ class _Collector:
                 gauge("edge_mqtt_connected", "1 while connected to the MQTT broker", int(st["connected"])),
             ]  # fmt: skip
         yield from (f for f in families if f is not None)
+
+
+def _pool_families(cam: str, pool: Any) -> list:
+    """A pool run's series per source (label ``source``) and per engine (label ``engine``)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    def family(kind: Any, name: str, doc: str, label: str, values: dict) -> Any:
+        f = kind(name, doc, labels=["camera", label])
+        for key, value in values.items():
+            if value is not None:
+                f.add_metric([cam, key], float(value))
+        return f
+
+    lanes = {ln.name: ln.metrics for ln in pool.lanes}
+    latency = {n: m.recent(FPS_WINDOW_S) for n, m in lanes.items()}
+    with pool.lock():
+        serves = dict(pool.assigner.assignment)
+        service = dict(pool.assigner.service_s)
+    engines = {e.name: e for e in pool.engines}
+    where = GaugeMetricFamily(
+        "edge_source_engine_info",
+        "Which engine serves a source (always 1; spread sources say spread)",
+        labels=["camera", "source", "engine"],
+    )
+    for ln in pool.lanes:
+        where.add_metric([cam, ln.name, "spread" if ln.spread else serves.get(ln.name, "")], 1.0)
+    return [
+        family(CounterMetricFamily, "edge_source_frames_total", "Frames of a source delivered to its sinks", "source", {n: m.frames for n, m in lanes.items()}),
+        family(CounterMetricFamily, "edge_source_dropped_frames_total", "Frames a live source dropped because its engine was behind", "source", {n: m.dropped for n, m in lanes.items()}),
+        family(GaugeMetricFamily, "edge_source_fps", f"Frames per second of a source over the last {FPS_WINDOW_S:g} s", "source", {n: v[0] for n, v in latency.items()}),
+        family(GaugeMetricFamily, "edge_source_latency_seconds", f"Mean capture-to-result seconds of a source over the last {FPS_WINDOW_S:g} s", "source", {n: v[1] for n, v in latency.items()}),
+        family(CounterMetricFamily, "edge_engine_frames_total", "Frames an engine inferred", "engine", {n: e.frames for n, e in engines.items()}),
+        family(CounterMetricFamily, "edge_engine_busy_seconds_total", "Seconds an engine spent inferring", "engine", {n: e.busy_s for n, e in engines.items()}),
+        family(GaugeMetricFamily, "edge_engine_service_seconds", "An engine's recent seconds per frame (what the assignment uses)", "engine", service),
+        where,
+    ]  # fmt: skip

@@ -3,7 +3,8 @@
 Topics under the URL's prefix P (``mqtt://[user:pass@]host[:port]/P``):
 
 - ``P/results``: the frame's JSONL record plus ``t_wall`` (epoch seconds), every frame or only frames with
-  detections, QoS 0 or 1;
+  detections, QoS 0 or 1; in a pool (many sources), ``P/SOURCE/results`` per source (the names are checked to be
+  plain letters, digits, ``-_.``);
 - ``P/status``: retained; ``{"state": "online", model, hashes, backend, versions, host}`` on every connect, and
   ``{"state": "offline"}`` as the last will (the broker sends it when the connection dies) and on a clean stop.
 
@@ -25,7 +26,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, Optional
+from typing import Any, Deque, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -136,7 +137,7 @@ class MqttSink(Sink):
         self.qos, self.only_detections, self.capacity = cfg.qos, cfg.only_detections, cfg.queue_size
         self.results_topic, self.status_topic = f"{self.url.prefix}/results", f"{self.url.prefix}/status"
         self._info = info
-        self._queue: Deque[bytes] = collections.deque()
+        self._queue: Deque[Tuple[str, bytes]] = collections.deque()  # (topic, payload)
         self._cond = threading.Condition()
         self._connected = False
         self._closing = False
@@ -270,11 +271,13 @@ class MqttSink(Sink):
         if self.only_detections and not (result.detections or result.classes):
             return
         payload = json.dumps(strict_json({**record, "t_wall": round(time.time(), 3)}), separators=(",", ":")).encode()
+        source = record.get("source")
+        topic = f"{self.url.prefix}/{source}/results" if source else self.results_topic
         with self._cond:
             if len(self._queue) >= self.capacity:
                 self._queue.popleft()
                 self.dropped += 1
-            self._queue.append(payload)
+            self._queue.append((topic, payload))
             self._cond.notify_all()
 
     def _ready(self) -> bool:
@@ -288,10 +291,10 @@ class MqttSink(Sink):
                     self._cond.wait(0.5)
                 if self._closing:
                     return  # close() has drained what it could and counts what is left
-                payload = self._queue.popleft()
+                message = self._queue.popleft()
                 self._in_flight += 1
                 disconnects = self._disconnects
-            info = self.client.publish(self.results_topic, payload, qos=self.qos)
+            info = self.client.publish(*message, qos=self.qos)
             if info.rc != ok and self.qos == 0:
                 # Not connected after all (raced a disconnect): put it back unless newer ones filled the queue.
                 with self._cond:
@@ -301,7 +304,7 @@ class MqttSink(Sink):
                     else:
                         self._in_flight -= 1
                     if len(self._queue) < self.capacity:
-                        self._queue.appendleft(payload)
+                        self._queue.appendleft(message)
                     else:
                         self.dropped += 1
             # QoS 1: paho keeps an unsent message and sends it after the reconnect.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -37,6 +38,7 @@ class JsonlSink(Sink):
     name = "results"
 
     def __init__(self, path: str) -> None:
+        self._lock = threading.Lock()  # a pool's sources share one results file
         self.path = Path(path)
         self.staged = Staged(self.path)
         self.lines = 0
@@ -46,14 +48,17 @@ class JsonlSink(Sink):
     def write(self, frame: Frame, result: Result, record: dict, annotated: Optional[np.ndarray]) -> None:
         # Strict JSON (no NaN), unbuffered: a kill leaves whole lines; a failed write is cut back to the last one.
         data = (json.dumps(strict_json(record), separators=(",", ":")) + "\n").encode()
-        try:
-            self.staged.write(data)
-        except EdgeError as exc:
-            self.broken = True
-            os.ftruncate(self.staged.fd, self.good_bytes)
-            raise RunFailed(f"sink 'results': {exc}; {self.lines} complete lines kept in {self.path}.partial") from None
-        self.good_bytes += len(data)
-        self.lines += 1
+        with self._lock:
+            if self.broken:
+                raise RunFailed(f"sink 'results': broken earlier; {self.lines} complete lines kept in {self.path}.partial")
+            try:
+                self.staged.write(data)
+            except EdgeError as exc:
+                self.broken = True
+                os.ftruncate(self.staged.fd, self.good_bytes)
+                raise RunFailed(f"sink 'results': {exc}; {self.lines} complete lines kept in {self.path}.partial") from None
+            self.good_bytes += len(data)
+            self.lines += 1
 
     def close(self, failed: bool = False) -> Optional[str]:
         if failed and self.lines == 0 and not self.broken:

@@ -285,7 +285,7 @@ def choose(
         if isinstance(fit, Head):
             return fit
         others = [k for k, f in FITS.items() if k != declared and isinstance(f(ctx), Head)]
-        hint = f"task.type {' or '.join(others)} fits them" if others else "no decoder edge has fits them"
+        hint = f"task.type {' or '.join(others)} fits them" if others else "none of edge's decoders fits them"
         raise ConfigError(one_line(f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: {fit}; {hint}"))
     meta_task = getattr(meta, "task", None)
     if meta_task == "obb":

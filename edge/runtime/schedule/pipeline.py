@@ -47,6 +47,25 @@ class Packet:
     transform: Optional[Transform] = None
     outputs: Optional[Dict[str, np.ndarray]] = None
     result: Optional[Result] = None
+    source: str = ""  # the pool's: the name of the frame's source
+    seq: int = -1  # the pool's: its place among the frames of its source that went to an engine
+    engine: str = ""  # the pool's: the engine that inferred it
+    t_queued: float = 0.0  # the pool's: perf_counter() when it was queued for an engine
+
+
+def result_record(p: Packet, t_done: float) -> Dict[str, Any]:
+    """The result line of one frame (what JSONL, MQTT and the live view carry)."""
+    f = p.frame
+    record: Dict[str, Any] = {
+        "frame": f.index,
+        "t_capture": round(f.t_capture, 6),
+        "t_done": round(t_done, 6),
+        "latency_ms": {k: round(v * 1e3, 3) for k, v in p.timings.items()},
+    }
+    if f.origin:
+        record["origin"] = f.origin
+    record.update(p.result.to_dict())
+    return record
 
 
 class Pipeline:
@@ -90,20 +109,10 @@ class Pipeline:
         p.outputs = None
 
     def _do_sink(self, p: Packet) -> None:
-        t_done = time.monotonic()
-        f = p.frame
-        record: Dict[str, Any] = {
-            "frame": f.index,
-            "t_capture": round(f.t_capture, 6),
-            "t_done": round(t_done, 6),
-            "latency_ms": {k: round(v * 1e3, 3) for k, v in p.timings.items()},
-        }
-        if f.origin:
-            record["origin"] = f.origin
-        record.update(p.result.to_dict())
-        image = annotate(f.bgr(), p.result) if self._annotate else None
+        record = result_record(p, time.monotonic())
+        image = annotate(p.frame.bgr(), p.result) if self._annotate else None
         for sink in self.sinks:
-            sink.write(f, p.result, record, image)
+            sink.write(p.frame, p.result, record, image)
 
     def _stages(self) -> List[tuple]:
         return [
@@ -253,6 +262,9 @@ class Pipeline:
                     break
                 if item is not _EOS:
                     item.frame.release()
+
+    def status_line(self, extra: str = "") -> str:
+        return self.metrics.status_line(extra)
 
     def stop(self) -> None:
         """Graceful: no new frames; what is in flight goes through to the sinks."""

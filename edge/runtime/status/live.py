@@ -53,6 +53,7 @@ class Live:
 
     def __init__(self, metrics: Any, sampler: Any, source: Any, sinks: list, info: Dict[str, str]) -> None:
         self.metrics, self.sampler, self.source, self.sinks, self.info = metrics, sampler, source, sinks, info
+        self.pool: Any = None  # a pool run's Pool: per source and per engine numbers
 
     def sink(self, name: str) -> Optional[Any]:
         return next((s for s in self.sinks if s.name == name), None)
