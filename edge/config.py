@@ -670,12 +670,12 @@ def check_pool(cfg: Any, origin: str) -> None:
     if len(pool.engines) > MAX_ENGINES:
         raise bad("pool.engines", f"at most {MAX_ENGINES} engines", pool.engines)
     pattern = ENGINE_NAMES[cfg.backend]
-    for i, name in enumerate(pool.engines):
+    for i, name in enumerate(pool.engines):  # named as the whole key, so --engines is named when it set them
         if not pattern.fullmatch(name):
             allowed = "gpu, dla0, dla1" if cfg.backend == "tensorrt" else "cpu, cpu1, ... or cuda, cuda1, ... (one session each)"
-            raise bad(f"pool.engines[{i}]", f"an engine of backend {cfg.backend}: {allowed}", name)
+            raise key_error(origin, "pool.engines", f"{short(name)} is not an engine of backend {cfg.backend}; use {allowed}")
         if name in pool.engines[:i]:
-            raise key_error(origin, f"pool.engines[{i}]", f"{name} is listed twice; each engine once")
+            raise key_error(origin, "pool.engines", f"{name} is listed twice; each engine once")
     if cfg.backend == "tensorrt" and any(e.startswith("dla") for e in pool.engines):
         from edge.manifest import dla_engine_path
 

@@ -153,8 +153,12 @@ BAD = [
     ({"sources": [{"name": "a+#", "uri": "x.mp4"}]}, "sources[0].name", "letters, digits"),
     ({"sources": [{"uri": ""}]}, "sources[0].uri", "a source URI"),
     ({"pool": {"engines": ["cpu", "cpu1"]}}, "pool.engines", "list them under sources"),
-    ({"sources": [{"uri": "x.mp4"}], "pool": {"engines": ["gpu"]}}, "pool.engines[0]", "an engine of backend onnxruntime"),
-    ({"sources": [{"uri": "x.mp4"}], "pool": {"engines": ["cpu", "cpu"]}}, "pool.engines[1]", "listed twice"),
+    (
+        {"sources": [{"uri": "x.mp4"}], "pool": {"engines": ["gpu"]}},
+        "pool.engines",
+        "'gpu' is not an engine of backend onnxruntime",
+    ),
+    ({"sources": [{"uri": "x.mp4"}], "pool": {"engines": ["cpu", "cpu"]}}, "pool.engines", "cpu is listed twice"),
     ({"sources": [{"uri": "x.mp4"}], "pool": {"dla_engine": "m.dla.engine"}}, "pool.dla_engine", "dla0/dla1"),
     ({"sources": [{"uri": "x.mp4"}], "pool": {"queue_size": 0}}, "pool.queue_size", "1..64"),
     ({"sources": [{"uri": "x.mp4"}], "source": {"uri": "y.mp4"}}, "source", "keep one"),
@@ -176,6 +180,20 @@ def test_a_bad_pool_config_is_one_line_exit_2_naming_the_key(tmp_path, demo_mode
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"'{key}'" in err[0] and why in err[0], err[0]
+
+
+def test_a_bad_engines_flag_names_the_flag(tmp_path, demo_model):
+    cfg = pool_config(tmp_path, [{"uri": "asset://megamind"}])
+    for value, why in (
+        ("", "'' is not an engine"),
+        ("cpu,dla0", "'dla0' is not an engine of backend onnxruntime"),
+        ("cpu,cpu", "listed twice"),
+    ):
+        r = run_cli("-c", str(cfg), "--engines", value, "--check")
+        err = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(err) == 1 and err[0].startswith("edge-run: error: --engines") and why in err[0], r.stderr
+    r = run_cli("-c", str(DEMO_CONFIG), "--engines", "cpu,cpu1", "--check")
+    assert r.returncode == 2 and "--engines cpu,cpu1: a pool needs its sources" in r.stderr
 
 
 def test_a_dla_engine_that_is_not_there_names_the_build_command(tmp_path):
@@ -236,3 +254,27 @@ def test_the_watchdog_is_fed_while_any_source_makes_progress(tmp_path, monkeypat
     assert error is None and summary["sources"]["short"]["frames"] == 2 and summary["sources"]["long"]["frames"] > 2
     pings = [t - t0 for t, m in messages if m == "WATCHDOG=1"]
     assert pings and max(pings) > 1.2, f"the watchdog starved once the short source ended: {pings}"
+
+
+@pytest.mark.slow
+def test_a_network_camera_down_at_start_does_not_keep_the_others_from_running(tmp_path, demo_model, megamind):
+    from ._deploytools import free_port
+
+    down = f"rtsp://viewer:s3cret@127.0.0.1:{free_port()}/cam"  # nothing listens there
+    sources = [
+        {"name": "down", "uri": down, "reconnect": {"max_attempts": 2, "initial_delay_s": 0.1}},
+        {"name": "up", "uri": "asset://megamind", "sinks": {"results": "up.jsonl"}},
+    ]
+    r = run_cli("-c", str(pool_config(tmp_path, sources, engines=("cpu",))), "--frames", "30", "-q")
+    assert r.returncode == 1, r.stderr
+    assert [x["frame"] for x in lines(tmp_path / "up.jsonl")] == list(range(30))
+    err = [x for x in r.stderr.splitlines() if "error:" in x]
+    assert len(err) == 1 and "source 'down'" in err[0] and "2 reconnect attempts failed" in err[0]
+    assert "s3cret" not in r.stderr + r.stdout
+
+
+def test_more_than_64_sources_are_refused(tmp_path):
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump({"model": {"asset": "x"}, "sources": [{"uri": f"{i}.mp4"} for i in range(65)]}))
+    with pytest.raises(ConfigError, match=r"key 'sources': expected at most 64 sources in one process, got '65 sources'"):
+        load_config(path)

@@ -118,7 +118,8 @@ class PoolRunner(Runner):
         self.sinks = list(self.shared_sinks)  # from here on _close closes every sink opened so far
         ring_size = cfg.pool.queue_size + len(names) + 4  # waiting, on the engines, being delivered
         for i, src in enumerate(cfg.sources):
-            source = open_source(src, self.stop_event, base_dir=cfg.base_dir)
+            # A network camera that is down at start must not keep the site's others from starting.
+            source = open_source(src, self.stop_event, base_dir=cfg.base_dir, late=True)
             source.ring = FrameRing(ring_size, stop=self.stop_event)
             lane = Lane(src.name, source, _cpu_preprocess(self.spec), self.post, [], cfg.pool.queue_size, src.spread)
             self.lanes.append(lane)  # from here on _close closes its source and sinks

@@ -188,11 +188,21 @@ class CaptureSource(Source):
 class StreamSource(CaptureSource):
     """rtsp:// and http(s):// streams: on a failed read, reopen with exponential backoff."""
 
-    def __init__(self, uri: str, initial_delay_s: float, max_delay_s: float, max_attempts: int, stop: threading.Event) -> None:
+    def __init__(
+        self, uri: str, initial_delay_s: float, max_delay_s: float, max_attempts: int, stop: threading.Event, late: bool = False
+    ) -> None:
+        """``late``: a stream that cannot be opened now is not an error; the first read keeps trying, as after a
+        lost stream (a pool's other cameras start without it)."""
         self.initial_delay_s, self.max_delay_s, self.max_attempts = initial_delay_s, max_delay_s, max_attempts
         self.stop_event = stop
         cv2 = _cv2()
-        super().__init__(uri, redact(uri), live=True, api=cv2.CAP_FFMPEG)
+        try:
+            super().__init__(uri, redact(uri), live=True, api=cv2.CAP_FFMPEG)
+        except EdgeError:
+            if not late:
+                raise
+            self.cap = None
+            log.warning("source %s: not reachable now; its reads keep trying (source.reconnect)", self.description)
 
     def _open(self):
         # A stalled server must not hold a read (and so a SIGTERM) for FFmpeg's default 30 s: time out, reconnect.
@@ -417,9 +427,12 @@ def camera_format(cfg: Any, camera: str, gpu: bool) -> str:
     return fmt
 
 
-def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None, gpu: bool = False) -> Source:
+def open_source(
+    cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None, gpu: bool = False, late: bool = False
+) -> Source:
     """Open the source named by ``cfg.uri`` (a SourceConfig); relative file paths are relative to ``base_dir``.
-    ``gpu``: the frames go to the CUDA kernel, which converts camera formats itself."""
+    ``gpu``: the frames go to the CUDA kernel, which converts camera formats itself. ``late``: a stream that is not
+    reachable yet keeps trying in its reads instead of failing here (a pool starts its other sources)."""
     uri = cfg.uri.strip()
     if hasattr(cfg, "format"):
         check_source_format(cfg, "source")  # also for a SourceConfig made in code, which load_config never saw
@@ -432,7 +445,7 @@ def open_source(cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None
         src: Source = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
     elif scheme in ("rtsp://", "rtsps://", "http://", "https://"):
         r = cfg.reconnect
-        src = StreamSource(uri, r.initial_delay_s, r.max_delay_s, r.max_attempts, stop)
+        src = StreamSource(uri, r.initial_delay_s, r.max_delay_s, r.max_attempts, stop, late=late)
     elif scheme == "csi://":
         sensor = uri[len("csi://") :]
         if not sensor.isdigit():
