@@ -85,7 +85,7 @@ class Assigner:
 
     def served(self, assignment: Dict[str, str]) -> Dict[str, float]:
         """Frames a second each source gets under ``assignment``: each engine's speed shared max-min fairly."""
-        out = dict.fromkeys(assignment, 0.0)
+        out: Dict[str, float] = {}
         by_engine: Dict[str, List[str]] = {}
         for s, e in assignment.items():
             by_engine.setdefault(e, []).append(s)
@@ -101,7 +101,7 @@ class Assigner:
     def score(self, assignment: Dict[str, str]) -> Tuple[float, float, float]:
         """(throughput, the smallest fraction of its offer any source gets, minus the busiest engine's load)."""
         served = self.served(assignment)
-        fastest = max(self._speed(e) for e in self.engines) or 1.0
+        fastest = max(self._speed(e) for e in self.engines)  # > 0: unmeasured engines count as measured ones
         fair = min((served[s] / (fastest if math.isinf(self.rate[s]) else self.rate[s]) for s in served), default=1.0)
         load: Dict[str, float] = {}
         for s, e in assignment.items():
