@@ -63,6 +63,16 @@ def megamind_frames(megamind: Path) -> dict:
     return frames
 
 
+def write_frames(folder: Path, frames: dict) -> Path:
+    """``frames`` ({index: BGR array}) as f<index>.png in a new ``folder``, e.g. calibration images."""
+    import cv2
+
+    folder.mkdir()
+    for index, frame in frames.items():
+        cv2.imwrite(str(folder / f"f{index}.png"), frame)
+    return folder
+
+
 def edge_run_cmd() -> list:
     """The installed `edge-run` script when there is one, else the same entry point through this Python."""
     exe = shutil.which("edge-run")

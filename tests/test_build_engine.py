@@ -15,7 +15,7 @@ import pytest
 
 from edge.calib.cache import CalibrationCache
 from edge.errors import EdgeError
-from tests.conftest import require_or_skip
+from tests.conftest import require_or_skip, write_frames
 
 OCR_SHAPE = "x=1x3x640x640"
 
@@ -322,14 +322,10 @@ def test_a_cache_of_onnx_names_fits_the_network_the_real_parser_makes(trt, caps,
 
 def test_blazeface_cache_from_edge_calib_on_real_frames(trt, caps, demo_model, megamind_frames, tmp_path, capsys):
     """edge calib itself, on real frames of the demo clip; its two zero pads (ConstantOfShape 0) get no scale."""
-    import cv2
 
     from edge.builder.calibrator import usable_cache
 
-    images = tmp_path / "calib"
-    images.mkdir()
-    for index, frame in megamind_frames.items():
-        cv2.imwrite(str(images / f"f{index}.png"), frame)
+    images = write_frames(tmp_path / "calib", megamind_frames)
     config = tmp_path / "input.yaml"
     config.write_text(
         "\n".join(line for line in open("configs/demo.yaml").read().splitlines() if "asset" not in line and line != "model:")

@@ -17,6 +17,7 @@ import pytest
 
 from edge.calib.cache import CalibrationCache, version_tag, write_cache
 from edge.manifest import dla_engine_path, read_manifest, sha256_file
+from tests.conftest import write_frames
 from tests.test_build_engine import trt  # noqa: F401  (the real TensorRT-RTX module, skipping where it is missing)
 from tests.test_build_versions import built, edge_build, release  # noqa: F401  (the stand-in of each JetPack release)
 from tests.trt_standin import RELEASED
@@ -229,13 +230,9 @@ def test_int8_calibrates_once_and_the_dla_build_reads_what_the_gpu_build_wrote(
 ):
     """The calibrator runs once (one pass over the images); the second build is handed the cache the first one
     wrote, byte for byte, so both engines carry the same scales. Without --calib-cache no cache file is left."""
-    import cv2
 
     version, _, machine, _ = release
-    images = tmp_path / "calib"
-    images.mkdir()
-    for index, frame in megamind_frames.items():
-        cv2.imwrite(str(images / f"f{index}.png"), frame)
+    images = write_frames(tmp_path / "calib", megamind_frames)
     out = tmp_path / "m.engine"
     cache = tmp_path / "m.cache"
     argv = [str(demo_model), "-o", str(out), "--engines", "gpu,dla", "--int8", "--calib-images", str(images)]

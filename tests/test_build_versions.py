@@ -19,7 +19,7 @@ import pytest
 
 from edge.calib.cache import CalibrationCache, read_cache, version_tag, write_cache
 from tests import pycuda_standin
-from tests.conftest import require_or_skip
+from tests.conftest import require_or_skip, write_frames
 from tests.trt_standin import RELEASED, VERSIONS, Machine, make_tensorrt
 
 
@@ -129,13 +129,9 @@ def test_a_dla_build_of_a_dynamic_onnx_keeps_one_profile(release, tmp_path):
 def test_int8_from_images_calibrates_in_the_primary_context_and_writes_the_cache(release, demo_model, megamind_frames, tmp_path):
     """The calibrator trampolines as pyInt8.cpp calls them: get_batch(names) -> device pointers as ints, the
     written cache through edge's writer; pycuda's primary context, never pycuda.autoinit."""
-    import cv2
 
     version, trt, machine, driver = release
-    images = tmp_path / "calib"
-    images.mkdir()
-    for index, frame in megamind_frames.items():
-        cv2.imwrite(str(images / f"f{index}.png"), frame)
+    images = write_frames(tmp_path / "calib", megamind_frames)
     cache = tmp_path / "m.cache"
     out = tmp_path / "m.engine"
     code = edge_build(

@@ -150,22 +150,7 @@ class PoolRunner(Runner):
         self.servers.attach(live)
 
     def _close(self, failed: bool) -> list:
-        notes = []
-        for sink in self.sinks:
-            try:
-                note = sink.close(failed=failed)
-            except EdgeError as exc:
-                note = str(exc)
-                self.close_error = self.close_error or exc
-            except OSError as exc:
-                note = f"{sink.name}: close failed: {exc}"
-                self.close_error = self.close_error or RunFailed(f"sink '{sink.name}': close failed: {exc}")
-            if note:
-                notes.append(note)
-        if self.servers is not None:
-            self.servers.close()
-        if self.sampler is not None:
-            self.sampler.stop()
+        notes = self._close_outputs(failed)
         stuck = {t.name[len("capture-") :] for t in getattr(self.pool, "_capture_threads", []) if t.is_alive()}
         for lane in self.lanes:
             if lane.name in stuck:

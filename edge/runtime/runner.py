@@ -165,7 +165,8 @@ class Runner:
             return preprocess, b.infer, post
         return preprocess, b.submit, lambda job, transform: post(b.collect(job), transform)
 
-    def _close(self, failed: bool) -> list:
+    def _close_outputs(self, failed: bool) -> list:
+        """Close every sink (each note for the summary), the HTTP servers and the sampler."""
         notes = []
         for sink in self.sinks:
             try:
@@ -182,6 +183,10 @@ class Runner:
             self.servers.close()
         if self.sampler is not None:
             self.sampler.stop()
+        return notes
+
+    def _close(self, failed: bool) -> list:
+        notes = self._close_outputs(failed)
         capture = getattr(getattr(self, "pipeline", None), "_threads", [None])[:1]
         if capture and capture[0] is not None and capture[0].is_alive():
             log.warning("source %s: left open, its read is stalled (the process exits anyway)", self.source.description)

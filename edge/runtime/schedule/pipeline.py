@@ -25,6 +25,7 @@ from edge.errors import EdgeError, RunFailed, one_line
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.outputs.sinks import Sink, annotate
 from edge.runtime.postprocess import Result
+from edge.runtime.schedule.control import Controls
 from edge.runtime.sources import Frame, Source
 from edge.runtime.status.metrics import Metrics
 
@@ -68,7 +69,7 @@ def result_record(p: Packet, t_done: float) -> Dict[str, Any]:
     return record
 
 
-class Pipeline:
+class Pipeline(Controls):
     def __init__(
         self,
         source: Source,
@@ -88,13 +89,11 @@ class Pipeline:
         self.max_frames = max_frames
         self.on_frame = on_frame
         self.metrics = Metrics()
-        self.stop_event = stop_event or threading.Event()  # graceful: stop capture, drain
-        self.abort_event = threading.Event()  # a stage failed: everyone leaves now
+        super().__init__(stop_event)
         self.error: Optional[BaseException] = None
         self._queues = [queue.Queue(maxsize=queue_size) for _ in range(_QUEUES)]
         self._annotate = any(s.wants_image for s in sinks)
         self._threads: List[threading.Thread] = []
-        self.done = threading.Event()
 
     # -- stage bodies -------------------------------------------------------
     def _do_preprocess(self, p: Packet) -> None:
@@ -265,17 +264,6 @@ class Pipeline:
 
     def status_line(self, extra: str = "") -> str:
         return self.metrics.status_line(extra)
-
-    def stop(self) -> None:
-        """Graceful: no new frames; what is in flight goes through to the sinks."""
-        self.stop_event.set()
-
-    def abort(self) -> None:
-        self.stop_event.set()
-        self.abort_event.set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self.done.wait(timeout)
 
     def stages_done(self) -> bool:
         """Every stage but capture has exited. After an abort that is enough to finish the run: a capture thread

@@ -34,6 +34,7 @@ from edge.errors import EdgeError, RunFailed, one_line
 from edge.runtime.outputs.sinks import Sink, annotate
 from edge.runtime.postprocess import Result
 from edge.runtime.schedule.assign import UNBOUNDED, Assigner, Move
+from edge.runtime.schedule.control import Controls
 from edge.runtime.schedule.pipeline import Packet, result_record
 from edge.runtime.sources import Frame, Source
 from edge.runtime.status.metrics import Metrics
@@ -97,7 +98,7 @@ class Engine:
         }
 
 
-class Pool:
+class Pool(Controls):
     def __init__(
         self,
         lanes: List[Lane],
@@ -111,8 +112,7 @@ class Pool:
             raise ValueError("pool: source and engine names must be unique")
         self.lanes, self.engines = lanes, engines
         self.assigner = Assigner([e.name for e in engines], [lane.name for lane in lanes if not lane.spread])
-        self.stop_event = stop_event or threading.Event()
-        self.abort_event = threading.Event()
+        super().__init__(stop_event)
         self.error: Optional[BaseException] = None
         self.on_frame = on_frame
         self.moves: List[Tuple[float, Move]] = []
@@ -120,7 +120,6 @@ class Pool:
         self._cond = threading.Condition()  # guards the queues and the assignment; engines wait on it
         self._threads: List[threading.Thread] = []
         self._capture_threads: List[threading.Thread] = []
-        self.done = threading.Event()
         self._annotate = {lane.name: any(s.wants_image for s in lane.sinks) for lane in lanes}
         self._tie = 0
         self.metrics = Metrics(STAGES)  # every source together: the status line, the exporters, energy per frame
@@ -383,17 +382,6 @@ class Pool:
                 while lane._done:
                     heapq.heappop(lane._done)[2].frame.release()
                     lane.metrics.abandoned += 1
-
-    def stop(self) -> None:
-        """Graceful: no new frames; what is queued or on an engine goes through to the sinks."""
-        self.stop_event.set()
-
-    def abort(self) -> None:
-        self.stop_event.set()
-        self.abort_event.set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self.done.wait(timeout)
 
     def stages_done(self) -> bool:
         """Every engine and delivery thread has exited (a capture thread stuck in a stalled read may remain)."""
