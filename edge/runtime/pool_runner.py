@@ -15,7 +15,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from edge.config import SinksConfig
 from edge.errors import EdgeError, RunFailed
-from edge.metadata import NONE, describe
 from edge.outputs import write_json
 from edge.redact import redact_data
 from edge.runtime.engines import create_backend
@@ -23,7 +22,15 @@ from edge.runtime.engines.preprocess import Preprocessor
 from edge.runtime.outputs import open_sinks
 from edge.runtime.outputs.serve import Servers
 from edge.runtime.postprocess import create_postprocessor
-from edge.runtime.runner import Runner, _open_sampler, _source_fps, _trial_frame, check_run_outputs, fit_model
+from edge.runtime.runner import (
+    Runner,
+    _open_sampler,
+    _source_fps,
+    _trial_frame,
+    check_run_outputs,
+    fit_model,
+    log_metadata,
+)
 from edge.runtime.schedule.pool import Engine, Lane, Pool
 from edge.runtime.sources import open_source
 from edge.runtime.sources.frames import FrameRing
@@ -251,9 +258,7 @@ def run(cfg: Any) -> int:
         runner.spec.input_shape,
         runner.post.head_info,
     )
-    taken = describe(getattr(runner.backend, "model_metadata", None) or NONE)
-    if taken:
-        log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
+    log_metadata(runner.backend)
     summary, error = runner.run()
     print(format_summary(summary))
     print(format_pool(summary))

@@ -456,6 +456,13 @@ def _check_artefact(cfg: Any) -> int:
     return 0
 
 
+def log_metadata(backend: Any) -> None:
+    """Which settings came from the model's own (Ultralytics) metadata, in one log line."""
+    taken = describe(getattr(backend, "model_metadata", None) or NONE)
+    if taken:
+        log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
+
+
 def run(cfg: Any) -> int:
     """Run a config end to end: summary on stdout (and --summary-json), exit status."""
     runner = Runner(cfg)
@@ -467,9 +474,7 @@ def run(cfg: Any) -> int:
         runner.post.head_info,
         runner.source.description,
     )
-    taken = describe(getattr(runner.backend, "model_metadata", None) or NONE)
-    if taken:
-        log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
+    log_metadata(runner.backend)
     summary, error = runner.run()
     print(format_summary(summary))
     ran = f"backend {summary['backend']} ({summary['device']})"
