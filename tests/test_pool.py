@@ -246,3 +246,44 @@ def _until(cond, timeout):
             return True
         time.sleep(0.01)
     return False
+
+
+def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_add_up():
+    lanes = [lane("a", Counter(30, live=False)), lane("b", Counter(30, live=False))]
+    t0 = time.process_time()
+    pool = run(Pool(lanes, engines(gpu=0.002, dla0=0.002)))
+    for ln in lanes:
+        for r in ln.sinks[0].records:
+            ms = r["latency_ms"]
+            assert set(ms) == {"capture", "preprocess", "wait", "infer", "postprocess"}  # the sink's own time follows
+            assert all(0 <= v < 5000 for v in ms.values()) and ms["infer"] >= 1.5, ms
+            assert r["source"] == ln.name and r["engine"] in ("gpu", "dla0")
+        assert sum(ln.served_by.values()) == 30 and set(ln.served_by) == {ln.sinks[0].records[0]["engine"]}
+    assert 0 < pool.cpu_s <= time.process_time() - t0
+    assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
+    line = pool.status_line("power 5 W")
+    assert "| gpu 30 frames [a]" in line and "dla0 30 frames [b]" in line and line.endswith("| power 5 W"), line
+
+
+def test_a_file_source_waits_for_room_instead_of_queueing_more_than_its_queue_size():
+    ln = lane("file", Counter(40, live=False), queue_size=2)
+    pool = Pool([ln], engines(gpu=0.01))
+    pool.start()
+    longest = 0
+    while not pool.wait(0.001):
+        longest = max(longest, len(ln._queue))
+    assert longest == 2 and indices(ln) == list(range(40))
+
+
+def test_a_python_error_in_a_lane_is_one_line_naming_the_source_and_the_stage():
+    def broken(frame):
+        if frame.index == 3:
+            raise ValueError("bad pixels")
+        return preprocess(frame)
+
+    bad = lane("bad", Counter(10, live=False))
+    bad.preprocess = broken
+    good = lane("good", Counter(10, live=False))
+    pool = run(Pool([bad, good], engines(gpu=0.001)))
+    assert isinstance(bad.error, RunFailed) and str(bad.error) == "source 'bad': capture failed: ValueError: bad pixels"
+    assert indices(bad) == [0, 1, 2] and indices(good) == list(range(10)) and pool.error is None
