@@ -278,3 +278,11 @@ def test_more_than_64_sources_are_refused(tmp_path):
     path.write_text(yaml.safe_dump({"model": {"asset": "x"}, "sources": [{"uri": f"{i}.mp4"} for i in range(65)]}))
     with pytest.raises(ConfigError, match=r"key 'sources': expected at most 64 sources in one process, got '65 sources'"):
         load_config(path)
+
+
+def test_check_loads_every_engine_and_names_the_sources_without_opening_them(tmp_path, demo_model):
+    sources = [{"name": "door", "uri": "rtsp://10.255.255.1/never"}, {"name": "yard", "uri": "asset://megamind"}]
+    r = run_cli("-c", str(pool_config(tmp_path, sources)), "--check")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("edge-run: check ok: pool of 2 engine(s) cpu (cpu), cpu1 (cpu); 2 source(s) door, yard;")
+    assert "decoder blazeface" in r.stdout
