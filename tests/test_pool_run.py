@@ -286,3 +286,12 @@ def test_check_loads_every_engine_and_names_the_sources_without_opening_them(tmp
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("edge-run: check ok: pool of 2 engine(s) cpu (cpu), cpu1 (cpu); 2 source(s) door, yard;")
     assert "decoder blazeface" in r.stdout
+
+
+def test_each_engine_gets_its_own_backend_config():
+    from edge.runtime.pool_runner import engine_config, engine_names
+
+    cfg = load_config(DEMO_CONFIG, values={"sources": [{"uri": "asset://megamind"}], "device": "auto"})
+    assert engine_names(cfg) == ["cpu"] and engine_config(cfg, "cpu") is cfg  # no pool.engines: the run's own device
+    cfg.pool.engines = ["cpu", "cuda1"]
+    assert [engine_config(cfg, n).device for n in cfg.pool.engines] == ["cpu", "cuda"]

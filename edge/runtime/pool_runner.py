@@ -64,6 +64,8 @@ def engine_config(cfg: Any, name: str) -> Any:
         if cfg.pool.engines:
             return dataclasses.replace(cfg, dla_core=int(name[3:]), model=dataclasses.replace(cfg.model, engine=plan))
         return cfg  # one engine: model.engine on dla_core, as a single-source run
+    if not cfg.pool.engines:
+        return cfg  # one session, on the device the run's keys say
     return dataclasses.replace(cfg, device="cuda" if name.startswith("cuda") else "cpu")
 
 
