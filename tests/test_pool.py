@@ -132,10 +132,11 @@ def test_a_spread_source_over_engines_of_different_speed_keeps_its_order():
 
 def test_a_live_source_faster_than_its_engine_drops_the_oldest_and_counts_every_drop():
     ln = lane("cam", Counter(120, live=True, period=0.001), queue_size=2)
-    run(Pool([ln], engines(gpu=0.01)))
+    pool = run(Pool([ln], engines(gpu=0.01)))
     got = indices(ln)
     m = ln.metrics
     assert m.dropped > 0 and m.frames + m.dropped == m.captured == 120
+    assert (pool.metrics.dropped, pool.metrics.frames, pool.metrics.captured) == (m.dropped, m.frames, 120)
     assert got == sorted(got) and len(got) == m.frames
     assert got[-1] == 119, "the newest frame is the one kept"
 
@@ -260,6 +261,8 @@ def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_ad
             assert r["source"] == ln.name and r["engine"] in ("gpu", "dla0")
         assert sum(ln.served_by.values()) == 30 and set(ln.served_by) == {ln.sinks[0].records[0]["engine"]}
     assert 0 < pool.cpu_s <= time.process_time() - t0
+    for e in pool.engines:  # the recent ms per frame: the sleeper's 2 ms plus Python's overhead
+        assert 2.0 <= pool.summary()["engines"][e.name]["service_ms"] < 50
     assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
     line = pool.status_line("power 5 W")
     assert "| gpu 30 frames [a]" in line and "dla0 30 frames [b]" in line and line.endswith("| power 5 W"), line
@@ -287,3 +290,21 @@ def test_a_python_error_in_a_lane_is_one_line_naming_the_source_and_the_stage():
     pool = run(Pool([bad, good], engines(gpu=0.001)))
     assert isinstance(bad.error, RunFailed) and str(bad.error) == "source 'bad': capture failed: ValueError: bad pixels"
     assert indices(bad) == [0, 1, 2] and indices(good) == list(range(10)) and pool.error is None
+
+
+def test_one_engine_takes_its_sources_in_turn():
+    a, b = lane("a", Counter(50, live=False)), lane("b", Counter(50, live=False))
+    run(Pool([a, b], engines(gpu=0.002)))
+    done_a = [r["t_done"] for r in a.sinks[0].records]
+    done_b = [r["t_done"] for r in b.sinks[0].records]
+    first_end = min(done_a[-1], done_b[-1])
+    assert sum(t <= first_end for t in done_a + done_b) >= 97, "one source waited while the other was served"
+
+
+def test_nominal_rates_seed_only_live_finite_positive_values():
+    pool = Pool([lane("cam", Counter(1, live=True)), lane("file", Counter(1, live=False))], engines(gpu=0.0))
+    pool.seed_rates({"cam": 25.0, "file": 0.0, "ghost": 30.0})
+    assert pool.assigner.rate["cam"] == 25.0 and pool.assigner.rate["file"] == float("inf") and "ghost" not in pool.assigner.rate
+    pool.seed_rates({"cam": float("inf")})
+    pool.seed_rates({"cam": -5.0})
+    assert pool.assigner.rate["cam"] == 25.0
