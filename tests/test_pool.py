@@ -262,7 +262,10 @@ def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_ad
         assert sum(ln.served_by.values()) == 30 and set(ln.served_by) == {ln.sinks[0].records[0]["engine"]}
     assert 0 < pool.cpu_s <= time.process_time() - t0
     for e in pool.engines:  # the recent ms per frame: the sleeper's 2 ms plus Python's overhead
-        assert 2.0 <= pool.summary()["engines"][e.name]["service_ms"] < 50
+        st = pool.summary()["engines"][e.name]
+        assert 2.0 <= st["service_ms"] < 50 and st["frames"] == 30
+        assert 0 < st["busy"] <= 1 and 0 < st["wall_s"] < 30 and st["fps"] == pytest.approx(30 / st["wall_s"], rel=0.02)
+        assert st["busy_s"] == pytest.approx(st["busy"] * st["wall_s"], rel=0.02, abs=0.002)
     assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
     line = pool.status_line("power 5 W")
     assert "| gpu 30 frames [a]" in line and "dla0 30 frames [b]" in line and line.endswith("| power 5 W"), line
