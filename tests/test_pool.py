@@ -172,7 +172,8 @@ def test_a_stalled_camera_does_not_hold_the_others_and_the_pool_still_stops():
     assert pool.wait(5)
 
 
-def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch):
+def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch, caplog):
+    caplog.set_level("INFO", logger="edge.pool")
     monkeypatch.setattr("edge.runtime.schedule.pool.REBALANCE_S", 0.05)
     monkeypatch.setattr("edge.runtime.schedule.assign.COOLDOWN_S", 0.2)
     slow = [0.002]  # the DLA starts fast, then slows to 40 ms (another process took its bandwidth)
@@ -187,6 +188,9 @@ def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch):
     assert all(src["engine"] == "gpu" for src in s["sources"].values()), s["sources"]
     moves = [m for m in s["moves"] if m["from"] == "dla0"]
     assert moves and "dla0 behind" in moves[0]["why"], s["moves"]
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("source cam") and " -> " in m and "(start: " in m for m in logged), logged
+    assert any(m.startswith("source cam") and " moved dla0 -> gpu (dla0 behind" in m for m in logged), logged
     for ln in cams:
         got = indices(ln)
         assert got == sorted(got) and ln.metrics.frames + ln.metrics.dropped == 400
