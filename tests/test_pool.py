@@ -267,7 +267,10 @@ def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_ad
     assert 0 < pool.cpu_s <= time.process_time() - t0
     for e in pool.engines:  # the recent ms per frame: the sleeper's 2 ms plus Python's overhead
         st = pool.summary()["engines"][e.name]
+        infer_ms = sorted(r["latency_ms"]["infer"] for ln in lanes for r in ln.sinks[0].records if r["engine"] == e.name)
         assert 2.0 <= st["service_ms"] < 50 and st["frames"] == 30
+        assert infer_ms[0] * 0.9 <= st["service_ms"] <= infer_ms[-1] * 1.1  # an average of its own frames' times
+        assert st["wall_s"] == round(e.t_end - e.t_start, 3)
         assert 0 < st["busy"] <= 1 and 0 < st["wall_s"] < 30 and st["fps"] == pytest.approx(30 / st["wall_s"], rel=0.02)
         assert st["busy_s"] == pytest.approx(st["busy"] * st["wall_s"], rel=0.02, abs=0.002)
     assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
