@@ -52,6 +52,16 @@ def manifest_path(engine: str | Path) -> Path:
     return p.with_name(p.name + ".json")
 
 
+def refuse_rtx(engine: Any, manifest: Dict[str, Any]) -> None:
+    """An engine built with TensorRT-RTX (what edge-build makes off a Jetson, for its tests) runs nowhere edge-run
+    does: refused the same way by edge-run and by edge deploy before anything is uploaded."""
+    if isinstance(manifest.get("tensorrt"), dict) and manifest["tensorrt"].get("api") == "tensorrt_rtx":
+        raise EdgeError(
+            f"engine '{engine}' was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run does not "
+            "run; build the engine on the Jetson with edge-build"
+        )
+
+
 def dla_engine_path(engine: Path) -> Path:
     """The DLA plan that ``edge-build --engines gpu,dla`` writes beside the GPU engine: ``yolo.engine`` ->
     ``yolo.dla.engine`` (``<stem>.dla.engine``, in the same folder). The one naming rule for both sides: edge-build

@@ -296,3 +296,29 @@ def test_default_device_check_is_edge_run_check_and_refuses_what_cannot_load(ssh
     assert run.returncode == target.EXIT_CODES["check"], run.stderr
     assert "check failed" in run.stderr and "edge-run: error:" in run.stderr
     assert live(root) == good.read_bytes() and len(releases(root)) == 1
+
+
+def test_an_engine_built_with_tensorrt_rtx_is_refused_before_anything_is_uploaded(tmp_path: Path) -> None:
+    """edge-run refuses such an engine on every machine, so a deploy (and its --dry-run) refuses it at the same
+    point, with the same sentence, instead of saying "checks passed"."""
+    engine = write_engine(tmp_path / "e", b"engine")
+    manifest = engine.with_name(engine.name + ".json")
+    data = json.loads(manifest.read_text())
+    data["tensorrt"] = {"version": "1.7.1.116", "api": "tensorrt_rtx"}
+    manifest.write_text(json.dumps(data))
+    cmd = [
+        str(DEPLOY),
+        "nobody@192.0.2.1",
+        "--name",
+        "front",
+        "--engine",
+        str(engine),
+        "--config",
+        str(engine.parent / "front.yaml"),
+    ]
+    run = subprocess.run(
+        [*cmd, "--dry-run"], env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=30
+    )
+    err = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(err) == 1 and "checks passed" not in run.stdout, run.stdout + run.stderr
+    assert "was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run does not run" in err[0]

@@ -380,3 +380,14 @@ def test_an_output_that_is_a_symbolic_link_is_refused_and_both_ends_kept(work: P
     assert "symbolic link" in line, o
     assert (work / "link").is_symlink() and os.readlink(work / "link") == str(target)
     assert target.read_text() == "previous" if not dangling else not target.exists()
+
+
+def test_a_run_that_fails_before_its_first_result_says_what_became_of_the_results_file(tmp_path):
+    """It printed 'no sinks' although --results was given: now the note names the file and says it is unchanged."""
+    from edge.runtime.outputs.sinks import JsonlSink
+
+    out = tmp_path / "r.jsonl"
+    out.write_text('{"earlier": 1}\n')
+    note = JsonlSink(str(out)).close(failed=True)
+    assert note == f"results: no frame got this far, nothing written; {out} is as it was"
+    assert out.read_text() == '{"earlier": 1}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]

@@ -27,6 +27,7 @@ from edge import argtypes
 from edge.config import short
 from edge.deploy import target as device
 from edge.errors import EdgeError, RunFailed
+from edge.manifest import refuse_rtx
 
 # Device paths travel inside rsync/scp remote specs, which older servers hand to a shell; keep them plain.
 _ROOT_RE = re.compile(r"/[A-Za-z0-9_./+-]*")
@@ -179,6 +180,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
             f"the engine stored beside it, so set model.engine: {engine.name}"
         )
     sha256, size = device.expected_engine(manifest)
+    refuse_rtx(engine, json.loads(manifest.read_text()))  # a JSON object: expected_engine has read it
 
     options = [
         "-o",

@@ -29,7 +29,7 @@ import numpy as np
 
 from edge.errors import EdgeError, RunFailed
 from edge.lazy import require
-from edge.manifest import manifest_path, read_l4t
+from edge.manifest import manifest_path, read_l4t, refuse_rtx
 from edge.metadata import NONE
 from edge.metadata import read as read_metadata
 from edge.runtime.engines import TensorInfo
@@ -296,13 +296,8 @@ class TensorRTBackend:
             manifest = verify_manifest(self.engine_path)
         if manifest is not None and isinstance(manifest.get("model_metadata"), dict):
             self.model_metadata = read_metadata(f"manifest of '{self.engine_path}'", manifest["model_metadata"])
-        if (
-            manifest is not None and manifest["tensorrt"].get("api") == "tensorrt_rtx"
-        ):  # what edge-build makes off a Jetson, for its tests
-            raise EdgeError(
-                f"engine '{self.engine_path}' was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run "
-                "does not run; build the engine on the Jetson with edge-build"
-            )
+        if manifest is not None:
+            refuse_rtx(self.engine_path, manifest)
         self._trt = trt or require("tensorrt", "the TensorRT backend")
         self._cuda = CudaContext(device_index)
         self._slots: List[_BufferSet] = []

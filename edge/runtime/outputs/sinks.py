@@ -63,7 +63,7 @@ class JsonlSink(Sink):
     def close(self, failed: bool = False) -> Optional[str]:
         if failed and self.lines == 0 and not self.broken:
             self.staged.discard()  # nothing to keep; an earlier run's file stays as it was
-            return None
+            return f"results: no frame got this far, nothing written; {self.path} is as it was"
         if self.broken:
             self.staged.keep_as(f"{self.path}.partial")
             return f"results: {self.lines} lines kept in {self.path}.partial"
