@@ -240,10 +240,8 @@ def test_bad_input_fails_with_exit_2_before_connecting(tmp_path: Path, change: d
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
-def test_dry_run_prints_the_plan_and_contacts_nothing(tmp_path: Path) -> None:
-    """--help promises the plan; a docs walk found only the "checks passed" line. 192.0.2.1 (TEST-NET) is never
-    reached: the run would hang on connect if it tried."""
-    engine = write_engine(tmp_path / "e", b"engine")
+def dry_run(engine: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`edge deploy --dry-run` of ``engine`` and the config beside it to a TEST-NET host that is never contacted."""
     cmd = [
         str(DEPLOY),
         "nobody@192.0.2.1",
@@ -254,13 +252,15 @@ def test_dry_run_prints_the_plan_and_contacts_nothing(tmp_path: Path) -> None:
         "--config",
         str(engine.parent / "front.yaml"),
     ]
-    run = subprocess.run(
-        [*cmd, "--dry-run", "--bwlimit", "500"],
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run([*cmd, "--dry-run", *extra], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_dry_run_prints_the_plan_and_contacts_nothing(tmp_path: Path) -> None:
+    """--help promises the plan; a docs walk found only the "checks passed" line. 192.0.2.1 (TEST-NET) is never
+    reached: the run would hang on connect if it tried."""
+    engine = write_engine(tmp_path / "e", b"engine")
+    run = dry_run(engine, "--bwlimit", "500")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("edge deploy: checks passed: model.engine") and lines[1] == "plan (nothing contacted):"
@@ -306,19 +306,7 @@ def test_an_engine_built_with_tensorrt_rtx_is_refused_before_anything_is_uploade
     data = json.loads(manifest.read_text())
     data["tensorrt"] = {"version": "1.7.1.116", "api": "tensorrt_rtx"}
     manifest.write_text(json.dumps(data))
-    cmd = [
-        str(DEPLOY),
-        "nobody@192.0.2.1",
-        "--name",
-        "front",
-        "--engine",
-        str(engine),
-        "--config",
-        str(engine.parent / "front.yaml"),
-    ]
-    run = subprocess.run(
-        [*cmd, "--dry-run"], env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=30
-    )
+    run = dry_run(engine)
     err = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(err) == 1 and "checks passed" not in run.stdout, run.stdout + run.stderr
     assert "was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run does not run" in err[0]
