@@ -137,6 +137,19 @@ def test_tensorrt_10_listing_with_constants_and_parenthesised_names():
     assert facts.layers[15].inputs == ["(Unnamed Layer* 22) [TopK]_output (1)"] and facts.layers[15].precision == "INT64"
 
 
+def test_a_gpu_build_prints_counts_not_its_kernel_listing():
+    """A GPU engine's listing is TensorRT's kernels; no placement to read, so stdout has the counts only."""
+    facts = parse_log(real_log("trtexec-8.6.0-fp16.log"))
+    placement = assemble(facts.layers, facts, "builder log", "test", None, None)
+    lines = render(placement, "m.engine.layers.json")
+    assert lines == [
+        "placement from the builder log (test)",
+        "engine layers: 15, all on the GPU (no --dla); precisions: FP16, FP32, INT32; every row is in m.engine.layers.json",
+    ]
+    on_dla = render(assemble(facts.layers, facts, "builder log", "test", 0, None))
+    assert len(on_dla) == 2 + 15 + 3 and on_dla[2].startswith("Reformatting CopyNode")
+
+
 def test_vectorised_int8_tensors_of_tensorrt_8_6():
     layer = parse_log(real_log("trt-8.6.1-int8-vectorised.log")).layers[0]
     assert layer.precision == "INT8" and layer.inputs == ["/model/img_backbone/layer1/layer1.1/relu1/Relu_output_0"]

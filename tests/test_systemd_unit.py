@@ -258,3 +258,60 @@ def test_check_refuses_what_is_not_installed(tmp_path: Path) -> None:
     assert run.returncode == 2 and "not installed; run `edge service install front" in run.stderr
     run = edge("service", "check", "front cam", "--dry-run")
     assert run.returncode == 2 and "NAME 'front cam'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_check_of_an_image_names_what_the_first_boot_would_miss(tmp_path: Path, config: Path) -> None:
+    """`install --root` then `check --root` (no --dry-run): the image is checked as files, nothing runs. Each
+    failing row is made by the test and then repaired, so every row is seen both ways."""
+    require_or_skip(
+        shutil.which("systemd-sysusers") and shutil.which("systemctl"), "systemd is not installed (apt-get install -y systemd)"
+    )
+    root = tmp_path / "image"
+    run = edge("service", "install", "front", "--config", str(config), "--root", str(root), "--edge-run", "/usr/local/bin/edge-run")
+    assert run.returncode == 0, run.stderr
+    (root / "etc/edge/front.yaml").chmod(0o644)
+    run = edge("service", "check", "front", "--root", str(root))
+    assert run.returncode == 1, run.stdout + run.stderr
+    rows = run.stdout.splitlines()
+    assert rows == [
+        "FAIL ExecStart program '/usr/local/bin/edge-run' in the image",
+        "ok   edge-camera@front.service enabled (multi-user.target.wants)",
+        "ok   user edge in group video (systemd-sysusers)",
+        "FAIL config front.yaml not world-readable, group edge (mode 644)",
+        "FAIL model.engine '/etc/edge/model.engine' in the image",
+    ]
+    assert run.stderr.strip().splitlines()[-1].endswith("3 of 5 checks failed (FAIL rows above)")
+    # a venv's edge-run is an absolute link: followed inside the image, not on this machine
+    venv = root / "opt/edge/bin"
+    venv.mkdir(parents=True)
+    (venv / "edge-run").write_text("#!/bin/sh\n")
+    (venv / "edge-run").chmod(0o755)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "usr/local/bin/edge-run").symlink_to("/opt/edge/bin/edge-run")
+    (root / "etc/edge/front.yaml").chmod(0o640)
+    (root / "etc/edge/model.engine").write_bytes(b"plan")
+    run = edge("service", "check", "front", "--root", str(root))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [r[:4] for r in run.stdout.splitlines()[:-1]] == ["ok  "] * 5
+    assert "on the device, `edge service check front` runs edge-run --check in its sandbox" in run.stdout
+    (root / "etc/systemd/system/multi-user.target.wants/edge-camera@front.service").unlink()
+    run = edge("service", "check", "front", "--root", str(root))
+    assert run.returncode == 1 and "FAIL edge-camera@front.service enabled" in run.stdout
+
+
+def test_install_into_a_relative_root(tmp_path: Path, config: Path) -> None:
+    """systemd-sysusers and systemctl read their file arguments under --root: a relative root must be made absolute."""
+    require_or_skip(
+        shutil.which("systemd-sysusers") and shutil.which("systemctl"), "systemd is not installed (apt-get install -y systemd)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "edge", "service", "install", "front", "--config", str(config), "--root", "image"]
+        + ["--edge-run", "/usr/local/bin/edge-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "edge:" in (tmp_path / "image/etc/passwd").read_text()
+    assert (tmp_path / "image/etc/systemd/system/multi-user.target.wants/edge-camera@front.service").is_symlink()

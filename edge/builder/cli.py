@@ -122,7 +122,7 @@ def summary(cfg: Any, result: Any) -> None:
     """The placement table and the closing lines of one engine."""
     from edge.builder import placement
 
-    print("\n".join(placement.render(result.placement)))
+    print("\n".join(placement.render(result.placement, result.report.name)))
     where = (
         f"DLA core {cfg.dla.core} ({'with' if cfg.dla.gpu_fallback else 'without'} GPU fallback)"
         if cfg.dla.core is not None

@@ -331,20 +331,32 @@ def prebuild_lines(prebuild: Dict[str, Any], shown: int = 12) -> List[str]:
     return lines
 
 
-def render(placement: Placement, width: int = 56) -> List[str]:
-    """The table for stdout, and the summary lines under it."""
+def render(placement: Placement, report: str = "the placement report", width: int = 56) -> List[str]:
+    """The table for stdout (a DLA build's: which layer went where and why), and the summary lines under it.
+
+    A GPU engine has no placement to read, and its listing is mostly kernels TensorRT generated (Myelin's
+    ``__myl_…`` fusions, TensorRT-RTX's whole graph): its rows stay in ``report`` and only the counts are shown."""
+    s = placement.summary()
+    precisions = ", ".join(s["precisions"]) or "-"
+    if placement.dla_core is None:
+        generated = sum(layer.name.startswith("__myl_") for layer in placement.layers)
+        made = f", {generated} of them kernels TensorRT generated (__myl_…), not ONNX layers" if generated else ""
+        return [
+            f"placement from the {placement.source} ({placement.why})",
+            f"engine layers: {s['layers']}, all on the GPU (no --dla){made}; precisions: {precisions}; "
+            f"every row is in {report}",
+        ] + [f"warning: {w}" for w in placement.warnings]
     lines = [f"{'layer':{width}} {'type':16} {'device':6} {'precision':9} reason", "-" * (width + 50)]
     for layer in placement.layers:
         name = layer.name if len(layer.name) <= width else layer.name[: width - 1] + "…"
         kind = layer.type if len(layer.type) <= 16 else layer.type[:15] + "…"
         lines.append(f"{name:{width}} {kind:16} {layer.device:6} {layer.precision:9} {layer.reason or ''}".rstrip())
-    s = placement.summary()
     crossings = "unknown" if s["transitions"] is None else s["transitions"]
     lines += [
         "",
         f"placement from the {placement.source} ({placement.why})",
         f"engine layers: {s['layers']} ({s['dla_layers']} DLA, {s['gpu_layers']} GPU); DLA subgraphs: {s['dla_subgraphs']} "
-        f"(a core holds {SUBGRAPHS_PER_CORE}); DLA<->GPU transitions: {crossings}; precisions: {', '.join(s['precisions']) or '-'}",
+        f"(a core holds {SUBGRAPHS_PER_CORE}); DLA<->GPU transitions: {crossings}; precisions: {precisions}",
     ]
     lines += [f"warning: {w}" for w in placement.warnings]
     return lines

@@ -10,6 +10,8 @@ being prepared, or a test), where systemctl works offline and nothing is started
 ``systemd-run --wait --pipe -p KEY=VALUE`` properties and runs the unit's own edge-run with ``--check`` in a
 transient service that has them, so a user sees that CUDA, the DLA and the camera open under the sandbox before
 enabling the service (a DeviceAllow= that misses a node shows up as a CUDA error here, not at 3 a.m.).
+``check --root DIR`` checks an install made with ``install --root DIR`` (an image) without running it: the unit, its
+edge-run, the enabled link, the service user, the config's mode and every file it names, all inside DIR.
 """
 
 from __future__ import annotations
@@ -53,7 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     c.add_argument("name", metavar="NAME", help="instance name: checks /etc/edge/NAME.yaml")
     c.add_argument("--dry-run", action="store_true", help="print the systemd-run command, run nothing")
-    c.add_argument("--root", type=Path, default=Path("/"), help="read the unit and config under this root (with --dry-run)")
+    c.add_argument(
+        "--root",
+        type=Path,
+        default=Path("/"),
+        help="check an install made with `install --root` (an image): files, user and config, nothing is run",
+    )
     c.add_argument(
         "--timeout", type=argtypes.positive_float, default=180.0, help="seconds before the check is stopped (default 180)"
     )
@@ -157,11 +164,17 @@ def _check_paths(cfg: Any, config: Path, dest_dir: Path) -> List[str]:
 
 def _group_id(root: Path, name: str) -> Optional[int]:
     """The gid of group ``name`` in ``root``'s /etc/group (the root may be an image, not this system)."""
+    gid = _passwd_field(root, "group", name, 2)
+    return int(gid) if gid and gid.isdigit() else None
+
+
+def _passwd_field(root: Path, table: str, name: str, field: int) -> Optional[str]:
+    """Field ``field`` of the entry ``name`` in ``root``'s /etc/passwd or /etc/group (``table``)."""
     try:
-        for line in (root / "etc" / "group").read_text(errors="replace").splitlines():
+        for line in (root / "etc" / table).read_text(errors="replace").splitlines():
             fields = line.split(":")
-            if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
-                return int(fields[2])
+            if len(fields) > field and fields[0] == name:
+                return fields[field]
     except OSError:
         pass
     return None
@@ -183,7 +196,8 @@ def _install_config(dest: Path, text: str, root: Path) -> Callable[[], None]:
 def plan(args: argparse.Namespace) -> Tuple[List[Action], List[str], List[str]]:
     """The install as a list of (description, action), so --dry-run prints exactly what a real run does, the
     camera's endpoints (metrics, live view) to print after it, and notes to print before it."""
-    name, root = args.name, args.root
+    # absolute: systemd-sysusers and systemctl read their file arguments relative to --root, not to the cwd
+    name, root = args.name, Path(os.path.abspath(args.root))
     if not NAME_RE.fullmatch(name):
         raise EdgeError(
             f"NAME {name!r}: use letters, digits, '_', '.', '-' (it becomes edge-camera@{name}.service and /etc/edge/{name}.yaml)"
@@ -307,11 +321,9 @@ def check_command(unit_text: str, name: str, timeout: float) -> List[str]:
 
 
 def check(args: argparse.Namespace) -> int:
-    name, root = args.name, args.root
+    name, root = args.name, Path(os.path.abspath(args.root))
     if not NAME_RE.fullmatch(name):
         raise EdgeError(f"NAME {name!r}: use letters, digits, '_', '.', '-' (the instance of edge-camera@NAME.service)")
-    if root != Path("/") and not args.dry_run:
-        raise EdgeError(f"--root {root}: a check runs on this machine's systemd; use --root only with --dry-run")
     unit = root / "etc" / "systemd" / "system" / UNIT
     if not unit.is_file():
         raise EdgeError(f"{unit}: not installed; run `edge service install {name} --config FILE` first")
@@ -322,11 +334,68 @@ def check(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
+    if root != Path("/"):
+        return check_image(root, name, cmd)
     print(
         f"edge service check: running edge-run --check for {name} in the sandbox of edge-camera@{name}.service", file=sys.stderr
     )
     run_check(cmd, name, args.timeout)
     print(f"edge service check: ok: edge-camera@{name}.service can open its model, engine and devices in its sandbox")
+    return 0
+
+
+def in_root(root: Path, path: str) -> Path:
+    """``path`` as the image at ``root`` sees it: absolute links inside the image point into the image, not at this
+    machine (a venv's bin/edge-run is often one)."""
+    here = root / path.lstrip("/")
+    for _ in range(40):  # the kernel's own limit on links followed
+        if not here.is_symlink():
+            return here
+        target = os.readlink(here)
+        here = root / target.lstrip("/") if os.path.isabs(target) else here.parent / target
+    return here
+
+
+def image_rows(root: Path, name: str, argv: List[str]) -> List[Tuple[bool, str]]:
+    """(passed, line) for each thing the service needs from the image at ``root`` to start on first boot."""
+    rows: List[Tuple[bool, str]] = []
+    program = in_root(root, argv[0])
+    rows.append((program.is_file() and os.access(program, os.X_OK), f"ExecStart program {short(argv[0])} in the image"))
+    wants = root / "etc" / "systemd" / "system" / "multi-user.target.wants" / f"edge-camera@{name}.service"
+    rows.append((os.path.lexists(wants), f"edge-camera@{name}.service enabled ({wants.parent.name})"))
+    user = _passwd_field(root, "passwd", SERVICE_GROUP, 0) is not None
+    video = SERVICE_GROUP in (_passwd_field(root, "group", "video", 3) or "").split(",")
+    rows.append((user and video, f"user {SERVICE_GROUP} in group video (systemd-sysusers)"))
+    config = root / "etc" / "edge" / f"{name}.yaml"
+    try:
+        cfg = _load(config)
+    except EdgeError as e:
+        return rows + [(False, f"config: {e}")]
+    info = config.stat()
+    gid = _group_id(root, SERVICE_GROUP)
+    private = info.st_mode & 0o007 == 0 and (gid is None or info.st_gid == gid)
+    rows.append((private, f"config {config.name} not world-readable, group {SERVICE_GROUP} (mode {info.st_mode & 0o777:o})"))
+    for key in ("model.path", "model.engine", "task.labels", "telemetry.replay_path"):
+        section, _, field = key.partition(".")
+        value = getattr(getattr(cfg, section), field)
+        if isinstance(value, str) and value:
+            seen = value if os.path.isabs(value) else f"/etc/edge/{value}"
+            rows.append((in_root(root, seen).is_file(), f"{key} {short(seen)} in the image"))
+    return rows
+
+
+def check_image(root: Path, name: str, cmd: List[str]) -> int:
+    """The install under ``root`` checked as files: nothing there can run on this machine's systemd."""
+    rows = image_rows(root, name, cmd[cmd.index("--") + 1 :])
+    for passed, line in rows:
+        print(f"{'ok  ' if passed else 'FAIL'} {line}")
+    failed = sum(not passed for passed, _ in rows)
+    if failed:
+        raise RunFailed(f"edge service check --root {root}: {failed} of {len(rows)} checks failed (FAIL rows above)")
+    print(
+        f"edge service check: the image at {root} has what edge-camera@{name}.service needs; on the device, "
+        f"`edge service check {name}` runs edge-run --check in its sandbox"
+    )
     return 0
 
 
