@@ -267,7 +267,9 @@ def test_check_of_an_image_names_what_the_first_boot_would_miss(tmp_path: Path, 
         shutil.which("systemd-sysusers") and shutil.which("systemctl"), "systemd is not installed (apt-get install -y systemd)"
     )
     root = tmp_path / "image"
-    run = edge("service", "install", "front", "--config", str(config), "--root", str(root), "--edge-run", "/usr/local/bin/edge-run")
+    run = edge(
+        "service", "install", "front", "--config", str(config), "--root", str(root), "--edge-run", "/usr/local/bin/edge-run"
+    )
     assert run.returncode == 0, run.stderr
     (root / "etc/edge/front.yaml").chmod(0o644)
     run = edge("service", "check", "front", "--root", str(root))

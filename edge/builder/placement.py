@@ -343,8 +343,7 @@ def render(placement: Placement, report: str = "the placement report", width: in
         made = f", {generated} of them kernels TensorRT generated (__myl_…), not ONNX layers" if generated else ""
         return [
             f"placement from the {placement.source} ({placement.why})",
-            f"engine layers: {s['layers']}, all on the GPU (no --dla){made}; precisions: {precisions}; "
-            f"every row is in {report}",
+            f"engine layers: {s['layers']}, all on the GPU (no --dla){made}; precisions: {precisions}; every row is in {report}",
         ] + [f"warning: {w}" for w in placement.warnings]
     lines = [f"{'layer':{width}} {'type':16} {'device':6} {'precision':9} reason", "-" * (width + 50)]
     for layer in placement.layers:
