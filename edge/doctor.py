@@ -220,7 +220,7 @@ class Doctor:
         from edge.telemetry.sysfs import SysfsBackend
 
         sysfs = self.root / "sys"
-        found = probe_backends(sysfs_root=str(sysfs))
+        found = probe_backends(sysfs_root=str(sysfs), l4t_file=str(self.root / "etc/nv_tegra_release"))
         for name, why_not in found.items():
             self.add(f"telemetry {name}", "ok" if why_not is None else "skip", "works here" if why_not is None else why_not)
         if found.get("sysfs") is None:

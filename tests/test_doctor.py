@@ -6,6 +6,7 @@ model, so the doctor's comparison is exercised, not TensorRT's numbers. Only a J
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -43,6 +44,10 @@ def test_here_it_says_not_a_jetson_and_exits_1_without_a_traceback(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr
     assert "not a Jetson: no /etc/nv_tegra_release" in r.stdout and "fix platform: run edge doctor on the Jetson" in r.stdout
+    # jtop's own advice (`sudo jtop --install-service`) cannot work off a Jetson
+    assert "install-service" not in r.stdout
+    jtop_row = next(c for c in json.loads(out.read_text())["checks"] if c["name"] == "telemetry jtop")
+    assert jtop_row["detail"].startswith(("jtop: not a Jetson (no ", "jtop is not installed", "jetson-stats")), jtop_row
     data = json.loads(out.read_text())
     assert data["checks"][0]["name"] == "platform" and data["checks"][0]["status"] == "fail"
     assert {c["status"] for c in data["checks"]} <= {"fail", "skip", "ok", "warn"}
@@ -114,6 +119,9 @@ def test_doctor_on_a_stand_in_jetson_of_each_release(stand_in_jetson):
     assert checks["DLA state"].detail == "DLA0 on, DLA1 off"
     assert checks["cameras"].detail == "video0 (vi-output, imx219 10-0010)"
     assert not [c for c in checks.values() if c.status == "fail"]
+    if importlib.util.find_spec("jtop") is not None and not Path("/run/jtop.sock").exists():
+        # on a Jetson without jtop's service, jtop's own advice is the right one
+        assert "sudo jtop --install-service" in checks["telemetry jtop"].detail
 
 
 def test_a_wrong_engine_result_fails_with_its_fix(stand_in_jetson):

@@ -44,3 +44,19 @@ def test_demo_with_sysfs_telemetry_writes_samples_summary_and_report(tmp_path, d
     pngs = sorted(run.glob("report_*.png"))
     assert len(pngs) >= 3 and all(p.name in html for p in pngs)
     assert all(min(png_size(p)) > 100 for p in pngs)
+
+
+def test_the_shipped_tegrastats_log_replays_through_the_demo(tmp_path, demo_model, megamind):
+    """configs/tegrastats-agx-orin.log, the sample docs/telemetry.md points new users at: two real AGX Orin lines
+    whose rails add up to 4788 + 798 + 3842 + 0 + 707 + 0 mW (the published numbers, not edge's parser)."""
+    r = run_cli(
+        "-c", str(DEMO_CONFIG), "--frames", "10", "--telemetry", "replay",
+        "--set", "telemetry.replay_path=tegrastats-agx-orin.log",  # relative to the config, as every key in it
+        "--results", str(tmp_path / "results.jsonl"), "--summary-json", str(tmp_path / "summary.json"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    tel = json.loads((tmp_path / "summary.json").read_text())["telemetry"]
+    assert tel["backend"] == "replay" and tel["power_w"]["max"] == 10.135
+    assert tel["rails_w_mean"]["VDD_GPU_SOC"] == 4.788 and tel["rails_w_mean"]["VIN_SYS_5V0"] == 3.842
+    recorded = [json.loads(line)["extras"]["t_recorded"] for line in (tmp_path / "telemetry.jsonl").read_text().splitlines()]
+    assert recorded and set(recorded) <= {0.0, 1.0}  # the log's two lines, 1 s apart

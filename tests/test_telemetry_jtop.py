@@ -26,20 +26,33 @@ needs_jtop = pytest.mark.skipif(
 )
 
 
+# /etc/nv_tegra_release of JetPack 6.2 (L4T 36.4.3), as the Jetson writes it
+JETSON_L4T = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025\n"
+
+
 @needs_jtop
-def test_real_client_without_service_is_unavailable_with_jtops_message():
+def test_real_client_without_service_passes_jtops_advice_on_a_jetson_only(tmp_path):
+    """jtop's own message says `sudo jtop --install-service`: right on a Jetson, wrong anywhere else."""
     if os.path.exists("/run/jtop.sock"):
         pytest.skip("a jtop service socket exists here; this test is for machines without one")
-    backend = JtopBackend(interval_s=0.1)  # the real jtop.jtop class
+    l4t = tmp_path / "nv_tegra_release"
+    l4t.write_text(JETSON_L4T)
+    backend = JtopBackend(interval_s=0.1, l4t_file=str(l4t))  # the real jtop.jtop class
     with pytest.raises(TelemetryUnavailable, match=r"jtop: The jtop\.service is not active"):
         backend.open()
+    backend = JtopBackend(interval_s=0.1, l4t_file=str(tmp_path / "absent"))
+    with pytest.raises(TelemetryUnavailable) as info:
+        backend.open()
+    assert str(info.value) == f"jtop: not a Jetson (no {tmp_path / 'absent'}): jtop's service runs on a Jetson with JetPack"
 
 
 @needs_jtop
 def test_auto_skips_jtop_and_says_why(tmp_path):
     if os.path.exists("/run/jtop.sock"):
         pytest.skip("a jtop service socket exists here; this test is for machines without one")
-    sampler = open_sampler("auto", 0.1, sysfs_root=tmp_path, tegrastats_cmd=["edge-no-such-tegrastats"])
+    l4t = tmp_path / "nv_tegra_release"
+    l4t.write_text(JETSON_L4T)
+    sampler = open_sampler("auto", 0.1, sysfs_root=tmp_path, l4t_file=str(l4t), tegrastats_cmd=["edge-no-such-tegrastats"])
     try:
         assert sampler.backend_name in ("nvml", "none")
         assert "jtop skipped (jtop: The jtop.service is not active" in sampler.choice_reason
@@ -165,9 +178,11 @@ def test_backend_reads_updates_records_the_shared_interval_and_closes():
     assert fake.closed
 
 
-def test_version_mismatch_from_start_is_unavailable():
+def test_version_mismatch_from_start_is_unavailable(tmp_path):
     err = Exception("Mismatch version jtop service: [4.2.2] and client: [4.2.1]. Please run:\n\nsudo pip3 install ...")
-    backend = JtopBackend(0.1, factory=lambda interval: FakeJtop(interval, fail_start=err))
+    l4t = tmp_path / "nv_tegra_release"
+    l4t.write_text(JETSON_L4T)
+    backend = JtopBackend(0.1, factory=lambda interval: FakeJtop(interval, fail_start=err), l4t_file=str(l4t))
     with pytest.raises(
         TelemetryUnavailable, match=r"Mismatch version jtop service: \[4\.2\.2\] and client: \[4\.2\.1\]\. Please run: sudo"
     ):

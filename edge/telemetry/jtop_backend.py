@@ -2,7 +2,8 @@
 
 Quirks handled here:
 - ``start()`` raises ``JtopException`` when the service is not running or the user is not in group ``jtop``
-  (every non-Jetson machine); ``open()`` turns that into ``TelemetryUnavailable`` so ``auto`` moves on.
+  (every non-Jetson machine); ``open()`` turns that into ``TelemetryUnavailable`` so ``auto`` moves on. Its
+  advice (``sudo jtop --install-service``) is passed on only on a Jetson: the service cannot run anywhere else.
 - The service period is shared: the first client sets it. ``meta()`` records both ``interval`` (real) and the
   interval asked for, since an open jtop GUI can leave us at 0.5-1 s.
 - 4.x's context manager does not call ``close()``, so this backend never uses ``with`` and always closes.
@@ -23,6 +24,7 @@ from typing import Any, Callable, Dict, Optional
 
 from edge.errors import RunFailed
 from edge.lazy import require
+from edge.manifest import read_l4t
 from edge.telemetry.backend import Backend, TelemetryUnavailable
 from edge.telemetry.sample import Sample, total_power
 
@@ -91,9 +93,15 @@ def sample_from_jtop(jetson: Any, backend: str = "jtop") -> Sample:
 class JtopBackend(Backend):
     name = "jtop"
 
-    def __init__(self, interval_s: float = 0.1, factory: Optional[Callable[[float], Any]] = None) -> None:
+    def __init__(
+        self,
+        interval_s: float = 0.1,
+        factory: Optional[Callable[[float], Any]] = None,
+        l4t_file: str = "/etc/nv_tegra_release",
+    ) -> None:
         self.interval_s = interval_s
         self._factory = factory or _default_factory
+        self._l4t_file = l4t_file
         self._jetson: Any = None
         self._latest: Optional[Sample] = None
         self._lock = threading.Lock()
@@ -105,6 +113,8 @@ class JtopBackend(Backend):
             jetson.start()
         except Exception as exc:  # JtopException and the socket errors it does not wrap
             message = " ".join(str(getattr(exc, "message", exc)).split())
+            if read_l4t(self._l4t_file) is None:
+                message = f"not a Jetson (no {self._l4t_file}): jtop's service runs on a Jetson with JetPack"
             raise TelemetryUnavailable(f"jtop: {message}") from None
         self._jetson = jetson
 

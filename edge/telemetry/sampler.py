@@ -144,10 +144,12 @@ class Sampler:
 
 
 def make_backend(name: str, interval_s: float = 0.1, **opts: Any) -> Backend:
-    """Build a backend by name. ``opts``: ``sysfs_root``, ``tegrastats_cmd``, ``jtop_factory``, ``nvml``,
+    """Build a backend by name. ``opts``: ``sysfs_root``, ``l4t_file``, ``tegrastats_cmd``, ``jtop_factory``, ``nvml``,
     ``gpu_index``, ``replay_path``, ``replay_realtime``, ``replay_loop``."""
     builders: Dict[str, Callable[[], Backend]] = {
-        "jtop": lambda: JtopBackend(interval_s, factory=opts.get("jtop_factory")),
+        "jtop": lambda: JtopBackend(
+            interval_s, factory=opts.get("jtop_factory"), l4t_file=opts.get("l4t_file", "/etc/nv_tegra_release")
+        ),
         "tegrastats": lambda: TegrastatsBackend(interval_s, cmd=opts.get("tegrastats_cmd", ("tegrastats",))),
         "sysfs": lambda: SysfsBackend(opts.get("sysfs_root", "/sys")),
         "nvml": lambda: NvmlBackend(opts.get("gpu_index", 0), nvml=opts.get("nvml")),
