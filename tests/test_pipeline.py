@@ -59,7 +59,15 @@ def test_file_source_processes_every_frame_in_order():
     assert p.wait(30)
     assert sink.seen == list(range(50)) and p.metrics.dropped == 0
     s = p.metrics.summary()
-    assert s["frames"] == 50 and set(s["latency_ms"]) == {"capture", "preprocess", "infer", "postprocess", "sink", "end_to_end"}
+    assert s["frames"] == 50 and set(s["latency_ms"]) == {
+        "capture",
+        "preprocess",
+        "infer",
+        "postprocess",
+        "sink",
+        "queued",
+        "end_to_end",
+    }
 
 
 def test_live_source_drops_the_oldest_when_behind():

@@ -113,6 +113,10 @@ def test_stream_that_stops_and_restarts_is_reconnected(h264_clip, tmp_path):
     # Frames after the reconnect carry on the same index sequence and still contain faces.
     assert [r["frame"] for r in records] == sorted(r["frame"] for r in records)
     assert sum(1 for r in records[before + 5 :] if r["detections"]) > 20
+    # a camera's end_to_end is its capture-to-result latency, reported apart from the stage table
+    assert s["source"]["live"] is True and s["capture_to_result_ms"] == s["latency_ms"]["end_to_end"]
+    p50 = s["capture_to_result_ms"]["p50"]
+    assert f"capture to result (live source): p50 {p50:.1f} ms" in stdout and "read ahead" not in stdout
 
 
 def test_stream_that_vanishes_ends_the_run_with_a_clear_error(h264_clip, tmp_path):

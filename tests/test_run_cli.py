@@ -30,6 +30,12 @@ def test_cli_contract_on_the_demo(tmp_path, demo_model, megamind):
     for stage in ("capture", "preprocess", "infer", "postprocess", "sink", "end_to_end"):
         assert set(s["latency_ms"][stage]) >= {"p50", "p90", "p99"}
     assert "p99" in r.stdout and "end_to_end" in r.stdout  # the summary table
+    # queued is end_to_end less the work after capture: exact on the means (each rounded to 0.001 ms)
+    mean = {stage: v["mean"] for stage, v in s["latency_ms"].items()}
+    work = sum(mean[stage] for stage in ("preprocess", "infer", "postprocess", "sink"))
+    assert abs(mean["queued"] - (mean["end_to_end"] - work)) < 0.01, mean
+    assert s["source"]["live"] is False and "capture_to_result_ms" not in s
+    assert f"so p50 {s['latency_ms']['queued']['p50']:.1f} ms of it is waiting between stages (queued)" in r.stdout
 
 
 def test_help_is_instant_and_imports_nothing_heavy():

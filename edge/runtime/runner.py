@@ -280,6 +280,8 @@ class Runner:
             "mqtt": next((s.stats() for s in self.sinks if s.name == "mqtt"), None),
             "error": str(p.error or self.close_error) if (p.error or self.close_error) else None,
         }
+        if self.source.live and "end_to_end" in summary["latency_ms"]:
+            summary["capture_to_result_ms"] = summary["latency_ms"]["end_to_end"]  # a camera's: what a viewer waits
         return summary, p.error or self.close_error
 
     def _start_telemetry(self) -> Optional[float]:
