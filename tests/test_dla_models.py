@@ -112,6 +112,8 @@ def test_fix_moves_ppocr_det_onto_the_dla_but_one_standalone_scale_with_equal_ou
     ]
     assert [steps[n].sites for n in steps] == [1, 10, 24, 10]
     assert steps["static-input-shape"].before["subgraphs"] == 40
+    # alone, HardSigmoid as Mul+Add+Clip adds GPU nodes; with the Div rewrite after it, taking it out costs 10
+    assert result.skipped == [] and steps["hardsigmoid-as-mul-add-clip"].before["gpu_nodes"] == 11
     after = result.report
     # 330 nodes + 2 per HardSigmoid + one extra pool per GAP at 20/40 and two at 80/160 = 364; all on DLA but the
     # standalone BatchNormalization no rewrite touches
@@ -152,6 +154,61 @@ def test_fix_splits_a_conv_wider_than_8192_maps_and_keeps_outputs():
     assert [(s.name, s.sites) for s in result.steps] == [("split-wide-conv", 1)]
     assert [(n.op, n.device) for n in result.report.nodes] == [("Conv", "DLA"), ("Conv", "DLA"), ("Concat", "GPU")]
     assert result.max_abs_diff["y"] < 1e-5
+
+
+def _div_after(heavy: bool, shape: list) -> object:
+    """x [-> Conv 33x33, a GPU layer by its kernel and nearly all the compute] -> Div(., 4) [-> Sin] -> y."""
+    rng = np.random.default_rng(0)
+    nodes, inits, last = [], [numpy_helper.from_array(np.full((1,), 4.0, np.float32), "c")], "x"
+    if heavy:
+        inits.append(numpy_helper.from_array(rng.standard_normal((8, shape[1], 33, 33)).astype(np.float32), "w"))
+        nodes.append(helper.make_node("Conv", ["x", "w"], ["a"], name="conv33", kernel_shape=[33, 33]))
+        last = "a"
+    nodes.append(helper.make_node("Div", [last, "c"], ["b"], name="div"))
+    out = "b"
+    if heavy:
+        nodes.append(helper.make_node("Sin", ["b"], ["y"], name="sin"))
+        out = "y"
+    graph = helper.make_graph(
+        nodes,
+        "div",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_fix_skips_a_rewrite_that_moves_no_compute_and_adds_transitions(tmp_path, capsys):
+    """A Div between two GPU layers (a 33x33 convolution, beyond the DLA's kernel limit, and Sin): as a Mul it
+    would be a lone DLA layer, one GPU node fewer for a DLA subgraph and two transitions more, with almost none of
+    the compute. The file keeps its Div and the line says why."""
+    model = _div_after(True, [1, 2, 40, 40])
+    assert [(n.op, n.device) for n in predict(model).nodes] == [("Conv", "GPU"), ("Div", "GPU"), ("Sin", "GPU")]
+    result = fix(model)
+    assert result.steps == [] and [(s.name, s.sites) for s in result.skipped] == [("div-by-constant-as-mul", 1)]
+    skipped = result.skipped[0]
+    assert (skipped.before["gpu_nodes"], skipped.after["gpu_nodes"]) == (3, 2)
+    assert (skipped.before["transitions"], skipped.after["transitions"]) == (0, 2)
+    assert skipped.after["dla_flops_share"] < 0.01
+    assert [n.op_type for n in result.model.graph.node] == ["Conv", "Div", "Sin"]
+    src, out = tmp_path / "div.onnx", tmp_path / "fixed.onnx"
+    src.write_bytes(model.SerializeToString())
+    assert run_cli([str(src), "--target", "orin", "--fix", str(out), "--json", str(tmp_path / "r.json")]) == 0
+    said = capsys.readouterr().out
+    line = next(x for x in said.splitlines() if x.startswith("  skipped "))
+    assert line.startswith("  skipped div-by-constant-as-mul (1 site(s)): gpu_nodes 3->2, subgraphs 0->1, transitions 0->2")
+    assert line.endswith(", no gain") and "nothing to rewrite" not in said
+    assert json.loads((tmp_path / "r.json").read_text())["fix"]["skipped"][0]["name"] == "div-by-constant-as-mul"
+
+
+def test_fix_skips_a_rewrite_that_changes_no_count(capsys):
+    """A 2-D tensor stays on the GPU as a Div or as a Mul (the DLA takes 4-D tensors): nothing to gain."""
+    model = _div_after(False, [8, 16])
+    assert [(n.op, n.device, n.rule) for n in predict(model).nodes] == [("Div", "GPU", "gen.rank4")]
+    result = fix(model)
+    assert result.steps == [] and result.skipped[0].before == result.skipped[0].after
+    assert [n.op_type for n in result.model.graph.node] == ["Div"]
 
 
 def test_pool_factors_keep_every_window_within_8():

@@ -109,12 +109,17 @@ def main(args: argparse.Namespace) -> int:
         out = Path(args.fix)
         result = fix(args.model, args.target, args.trt, shapes, args.precision)
         write_atomic(out, result.model.SerializeToString())
-        print(f"\n--fix wrote {out}:")
+        print(f"\n--fix wrote {out} (each rewrite: the written model without it -> with it):")
         keys = ("gpu_nodes", "subgraphs", "transitions", "gpu_islands", "dla_flops_share", "dynamic_inputs")
+
+        def changes(step: Any) -> str:
+            return ", ".join(f"{k} {step.before[k]}->{step.after[k]}" for k in keys if step.before[k] != step.after[k])
+
         for step in result.steps:
-            changes = ", ".join(f"{k} {step.before[k]}->{step.after[k]}" for k in keys if step.before[k] != step.after[k])
-            print(f"  {step.name}: {step.sites} site(s); {changes or 'no change in counts'}")
-        if not result.steps:
+            print(f"  {step.name}: {step.sites} site(s); {changes(step)}")
+        for step in result.skipped:
+            print(f"  skipped {step.name} ({step.sites} site(s)): {changes(step) or 'no change in counts'}, no gain")
+        if not result.steps and not result.skipped:
             print("  nothing to rewrite: no safe rewrite applies to this model and target")
         worst = max(result.max_abs_diff.values(), default=0.0)
         print(f"  ONNX Runtime on random input: outputs unchanged (max abs diff {worst:.3g})")

@@ -37,13 +37,15 @@ class FixStep:
 @dataclass
 class FixResult:
     model: Any  # the rewritten onnx.ModelProto
-    steps: List[FixStep]
+    steps: List[FixStep]  # applied: before = the written model without this rewrite, after = the written model
     max_abs_diff: Dict[str, float] = field(default_factory=dict)  # per output, fixed vs original in ONNX Runtime
     report: Optional[Report] = None  # the prediction for the fixed model
+    skipped: List[FixStep] = field(default_factory=list)  # found sites, did not help: before = without, after = with
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "steps": [s.__dict__ for s in self.steps],
+            "skipped": [s.__dict__ for s in self.skipped],
             "max_abs_diff": self.max_abs_diff,
             "tolerance": {"rtol": RTOL, "atol": ATOL},
         }
@@ -238,6 +240,19 @@ def _counts(report: Report) -> Dict[str, Any]:
     }
 
 
+FLOPS_GAIN = 0.01  # a share of the model's compute below which a change in dla_flops_share is not a gain
+
+
+def _helps(with_: Dict[str, Any], without: Dict[str, Any]) -> bool:
+    """A rewrite helps when it moves compute onto the DLA (at least FLOPS_GAIN of the model's), or, moving
+    none, makes some count better and none worse (fewer GPU nodes, subgraphs, transitions, GPU islands)."""
+    gain = with_["dla_flops_share"] - without["dla_flops_share"]
+    if abs(gain) >= FLOPS_GAIN:
+        return gain > 0
+    fewer = ("gpu_nodes", "subgraphs", "transitions", "gpu_islands")
+    return with_ != without and all(with_[k] <= without[k] for k in fewer)
+
+
 def fix(
     model: Union[str, Path, Any],
     target: str = "orin",
@@ -246,27 +261,54 @@ def fix(
     precision: str = "fp16",
     verify: bool = True,
 ) -> FixResult:
-    """Apply every safe rewrite that helps this target, then check the outputs in ONNX Runtime."""
+    """Apply the safe rewrites that help this target (``_helps``; the others are skipped and listed), then check
+    the outputs in ONNX Runtime."""
     onnx = require("onnx", "rewriting ONNX models")
     original = load_model(model)
     lim = limits_for(target, trt)
     before = predict(original, target, trt, shapes, precision)
     steps: List[FixStep] = []
 
-    current = pin_inputs(original, shapes or {})
-    _pin_outputs(current)
-    now = predict(current, target, trt, None, precision)
+    pinned = pin_inputs(original, shapes or {})
+    _pin_outputs(pinned)
+    chains: Dict[Tuple[str, ...], Tuple[Report, Dict[str, int]]] = {}  # predictions only: a model can be large
+
+    def build(names: Tuple[str, ...]) -> Tuple[Any, Dict[str, int]]:
+        """The pinned model with these rewrites applied in REWRITES order, and each one's sites."""
+        work, sites = onnx.ModelProto(), {}
+        work.CopyFrom(pinned)
+        for name, rewrite in REWRITES:
+            if name in names:
+                sites[name] = rewrite(_Editor(work), prepare(work), lim)
+        return work, sites
+
+    def counts(names: Tuple[str, ...]) -> Dict[str, Any]:
+        if names not in chains:
+            work, sites = build(names)
+            chains[names] = (predict(work, target, trt, None, precision), sites)
+        return _counts(chains[names][0])
+
     if before.dynamic_inputs:
-        steps.append(FixStep("static-input-shape", len(before.dynamic_inputs), _counts(before), _counts(now)))
-    for name, rewrite in REWRITES:
-        work = onnx.ModelProto()
-        work.CopyFrom(current)
-        sites = rewrite(_Editor(work), prepare(current), lim)
-        if not sites:
-            continue
-        after = predict(work, target, trt, None, precision)
-        steps.append(FixStep(name, sites, _counts(now), _counts(after)))
-        current, now = work, after
+        steps.append(FixStep("static-input-shape", len(before.dynamic_inputs), _counts(before), counts(())))
+    everything = tuple(name for name, _ in REWRITES)
+    counts(everything)
+    found = chains[everything][1]
+    kept = tuple(name for name in everything if found[name])
+    # A rewrite can pay off only with a later one (HardSigmoid as Mul+Add+Clip adds GPU nodes until the
+    # division after it becomes a Mul), so all are applied first; then each, last first, is taken out again
+    # unless the model is better with it (a lone Mul moved onto the DLA between GPU layers moves no compute and
+    # costs two transitions: skipped).
+    skipped: List[FixStep] = []
+    for name in reversed(kept):
+        without = tuple(n for n in kept if n != name)
+        if not _helps(counts(kept), counts(without)):
+            skipped.insert(0, FixStep(name, found[name], counts(without), counts(kept)))
+            kept = without
+    current, sites = build(kept)
+    counts(kept)
+    now = chains[kept][0]
+    for name in kept:
+        steps.append(FixStep(name, sites[name], counts(tuple(n for n in kept if n != name)), counts(kept)))
     try:
         onnx.checker.check_model(current)
     except Exception as exc:  # onnx's ValidationError and the C++ checker's others
@@ -277,7 +319,7 @@ def fix(
                 f"--fix: the model itself does not pass the ONNX checker ({_first_line(given)}); fix or re-export it"
             ) from None
         raise EdgeError(f"--fix produced an invalid model ({_first_line(exc)}); please report this with the model") from None
-    result = FixResult(current, steps, report=now)
+    result = FixResult(current, steps, report=now, skipped=skipped)
     if verify:
         _check_verifiable(prepare(current))
         result.max_abs_diff = verify_same_outputs(original, current, {n: tuple(d) for n, d in now.inputs.items()})
