@@ -150,6 +150,17 @@ def test_a_gpu_build_prints_counts_not_its_kernel_listing():
     assert len(on_dla) == 2 + 15 + 3 and on_dla[2].startswith("Reformatting CopyNode")
 
 
+def test_layers_without_a_precision_leave_the_precisions_summary_alone():
+    """Rows TensorRT gives no type (a stream's signal/wait) are listed, but say nothing of the engine's precisions:
+    the summary once read `precisions: , FP32`."""
+    from edge.builder.placement import Layer, Placement
+
+    layers = [Layer("wait0", "wait", "GPU", ""), Layer("conv", "Convolution", "GPU", "FP32"), Layer("sig0", "signal", "GPU", "")]
+    placement = Placement("builder log", "test", layers, None)
+    assert placement.summary()["precisions"] == ["FP32"] and placement.summary()["layers"] == 3
+    assert "precisions: FP32;" in render(placement)[1]
+
+
 def test_vectorised_int8_tensors_of_tensorrt_8_6():
     layer = parse_log(real_log("trt-8.6.1-int8-vectorised.log")).layers[0]
     assert layer.precision == "INT8" and layer.inputs == ["/model/img_backbone/layer1/layer1.1/relu1/Relu_output_0"]

@@ -391,9 +391,9 @@ def check_image(root: Path, name: str, cmd: List[str]) -> int:
         print(f"{'ok  ' if passed else 'FAIL'} {line}")
     failed = sum(not passed for passed, _ in rows)
     if failed:
-        raise RunFailed(f"edge service check --root {root}: {failed} of {len(rows)} checks failed (FAIL rows above)")
+        raise RunFailed(f"edge service check --root {short(str(root))}: {failed} of {len(rows)} checks failed (FAIL rows above)")
     print(
-        f"edge service check: the image at {root} has what edge-camera@{name}.service needs; on the device, "
+        f"edge service check: the image at {short(str(root))} has what edge-camera@{name}.service needs; on the device, "
         f"`edge service check {name}` runs edge-run --check in its sandbox"
     )
     return 0
