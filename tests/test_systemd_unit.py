@@ -299,6 +299,16 @@ def test_check_of_an_image_names_what_the_first_boot_would_miss(tmp_path: Path, 
     (root / "etc/systemd/system/multi-user.target.wants/edge-camera@front.service").unlink()
     run = edge("service", "check", "front", "--root", str(root))
     assert run.returncode == 1 and "FAIL edge-camera@front.service enabled" in run.stdout
+    # an image whose passwd lost the service user (and whose group file is gone) fails that row, and only it
+    (root / "etc/systemd/system/multi-user.target.wants/edge-camera@front.service").symlink_to(
+        "/etc/systemd/system/edge-camera@.service"
+    )
+    passwd = root / "etc/passwd"
+    passwd.write_text("".join(line for line in passwd.read_text().splitlines(True) if not line.startswith("edge:")))
+    (root / "etc/group").unlink()
+    run = edge("service", "check", "front", "--root", str(root))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert [r for r in run.stdout.splitlines() if r.startswith("FAIL")] == ["FAIL user edge in group video (systemd-sysusers)"]
 
 
 def test_install_into_a_relative_root(tmp_path: Path, config: Path) -> None:
