@@ -296,6 +296,12 @@ def test_check_of_an_image_names_what_the_first_boot_would_miss(tmp_path: Path, 
     assert run.returncode == 0, run.stdout + run.stderr
     assert [r[:4] for r in run.stdout.splitlines()[:-1]] == ["ok  "] * 5
     assert "on the device, `edge service check front` runs edge-run --check in its sandbox" in run.stdout
+    if os.geteuid() == 0:  # the config in another group than the service's, mode 0640: the service cannot read it
+        gid = (root / "etc/edge/front.yaml").stat().st_gid
+        os.chown(root / "etc/edge/front.yaml", -1, gid + 1)
+        run = edge("service", "check", "front", "--root", str(root))
+        assert "FAIL config front.yaml not world-readable, group edge (mode 640)" in run.stdout and run.returncode == 1
+        os.chown(root / "etc/edge/front.yaml", -1, gid)
     (root / "etc/systemd/system/multi-user.target.wants/edge-camera@front.service").unlink()
     run = edge("service", "check", "front", "--root", str(root))
     assert run.returncode == 1 and "FAIL edge-camera@front.service enabled" in run.stdout
