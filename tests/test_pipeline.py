@@ -127,3 +127,16 @@ def test_stop_event_shared_with_the_source_ends_a_blocked_run(live):
     p.start()
     stop.set()
     assert p.wait(5)
+
+
+def test_status_line_means_are_per_frame_and_queued_is_the_wait_between_stages():
+    from edge.runtime.status.metrics import Metrics
+
+    m = Metrics()
+    # two frames: 10 ms of inference and 2 ms of sink each, read 50 ms before they were done; capture is before t_capture
+    for t in (100.0, 100.1):
+        m.frame_done(t, {"capture": 0.005, "infer": 0.010, "sink": 0.002}, t + 0.050)
+    line = m.status_line()
+    assert "infer  10.0" in line and "sink   2.0" in line and "frames 2 drops 0" in line
+    lat = m.summary()["latency_ms"]
+    assert lat["queued"]["max"] == 38.0 and lat["end_to_end"]["max"] == 50.0
