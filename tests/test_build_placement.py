@@ -207,3 +207,21 @@ def test_prebuild_pass_names_the_reason_for_the_builders_own_layers():
     assert why["GlobalAveragePool_8"].endswith("[pool.global]")
     assert "reshape_after_Gemm_15" in why and result["can_run_on_dla"] == 1
     assert result["prediction"]["summary"]["subgraphs"] == 2
+
+
+def test_the_dla_table_cuts_long_names_and_types_to_their_columns():
+    from edge.builder.placement import Layer, Placement
+
+    long_name, long_type = "backbone/stage4/" + "x" * 44, "CaskConvolutionXYZ"  # 60 and 18 characters
+    layers = [
+        Layer(long_name, long_type, "GPU", "FP16", "DLA only supports FP16 and Int8"),
+        Layer("{ForeignNode[a...b]}", "DLA", "DLA", "INT8"),
+    ]
+    lines = render(Placement("engine inspector", "test", layers, 0))
+    assert lines[0] == f"{'layer':56} {'type':16} {'device':6} {'precision':9} reason" and lines[1] == "-" * 106
+    assert lines[2] == f"{long_name[:55]}… CaskConvolution… GPU    FP16      DLA only supports FP16 and Int8"
+    assert lines[3] == f"{'{ForeignNode[a...b]}':56} {'DLA':16} DLA    INT8"
+    assert lines[6] == (
+        "engine layers: 2 (1 DLA, 1 GPU); DLA subgraphs: 1 (a core holds 16); DLA<->GPU transitions: unknown; "
+        "precisions: FP16, INT8"
+    )
