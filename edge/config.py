@@ -164,6 +164,9 @@ class MetricsConfig:
     textfile_interval_s: float = 15.0
     # The `camera` label on every series; None = $EDGE_INSTANCE (the systemd unit sets it), else "default".
     camera: Optional[str] = None
+    # Host names requests may be addressed to, beyond this machine's own names and addresses (docs/fleet.md#threat-model)
+    allowed_hosts: List[str] = field(default_factory=list)
+    auth_file: Optional[str] = None  # a file (mode 600) holding a secret every request must carry; None = no login
 
 
 @dataclass
@@ -174,6 +177,8 @@ class ViewConfig:
     quality: int = 70  # JPEG quality 1..100
     width: int = 960  # frames wider than this are scaled down before encoding
     max_viewers: int = 4
+    allowed_hosts: List[str] = field(default_factory=list)  # as metrics.allowed_hosts
+    auth_file: Optional[str] = None  # as metrics.auth_file: the browser asks for a password (any user name)
 
 
 @dataclass
@@ -703,6 +708,19 @@ def check_source_format(src: SourceConfig, origin: str) -> None:
         )
 
 
+def _host_name(text: Any) -> bool:
+    """A DNS name or an IP address."""
+    import ipaddress
+
+    if not isinstance(text, str):
+        return False
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*\.?", text.lower()) is not None
+
+
 def check_fleet(cfg: Any, origin: str) -> None:
     """The MQTT, metrics and live-view keys' value rules (a run and `edge service install` alike)."""
     q, m, v = cfg.sinks.mqtt, cfg.metrics, cfg.view
@@ -720,6 +738,12 @@ def check_fleet(cfg: Any, origin: str) -> None:
     for key, value, ok, expected in rules:
         if not ok:
             raise _bad(origin, key, expected, value)
+    for key, hosts in (("metrics.allowed_hosts", m.allowed_hosts), ("view.allowed_hosts", v.allowed_hosts)):
+        if len(hosts) > 64:
+            raise _bad(origin, key, "at most 64 names", len(hosts))
+        for h in hosts:  # anything else could never match a Host header
+            if not _host_name(h):
+                raise _bad(origin, key, "host names or IP addresses, such as jetson.lan", h)
     ports: dict = {}
     for key, port in (("metrics.port", m.port), ("view.port", v.port)):
         if port is None:

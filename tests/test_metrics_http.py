@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from unittest import mock
 
@@ -257,16 +258,27 @@ def test_any_listen_address_binds_or_is_one_line(address):
 
 
 def test_the_server_is_bounded_and_drops_silent_clients(tmp_path):
-    """More connections than slots get 503 at once; a client that sends nothing loses its slot after the timeout."""
+    """More requests than slots get 503 at once; a client that sends nothing loses its slot after the timeout, and
+    sooner when a new connection needs it (tests/test_http_access.py has the slowloris cases)."""
     port = free_port()
-    server = HttpServer(
-        "metrics.port", "127.0.0.1", port, {"/x": lambda h: h.reply(200, b"ok\n", "text/plain")}, max_connections=2, timeout_s=1.0
-    )
+    release = threading.Event()
+
+    def hold(h) -> None:  # a request being answered (a stream, a slow scrape) keeps its slot
+        release.wait(10)
+        h.reply(200, b"held\n", "text/plain")
+
+    routes = {"/x": lambda h: h.reply(200, b"ok\n", "text/plain"), "/hold": hold}
+    server = HttpServer("metrics.port", "127.0.0.1", port, routes, max_connections=2, timeout_s=1.0)
     try:
-        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        holders = [threading.Thread(target=http_get, args=(f"http://127.0.0.1:{port}/hold",)) for _ in range(2)]
+        for t in holders:
+            t.start()
         time.sleep(0.3)
-        status, body, _ = http_get(f"http://127.0.0.1:{port}/x", timeout=5)
-        assert status == 503
+        assert http_get(f"http://127.0.0.1:{port}/x", timeout=5)[0] == 503
+        release.set()
+        for t in holders:
+            t.join(10)
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
         t0 = time.monotonic()
         for s in silent:
             s.settimeout(5)

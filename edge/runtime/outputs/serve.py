@@ -14,6 +14,7 @@ import time
 from typing import Any, List
 
 from edge.outputs import check_outputs
+from edge.runtime.outputs.access import Access, read_secret
 from edge.runtime.outputs.httpserve import Handler, HttpServer
 from edge.runtime.status.live import Live
 
@@ -43,7 +44,10 @@ class Servers:
             self.metrics = MetricsExporter(m, textfile)
             if m.port is not None:
                 routes = {"/metrics": self.metrics.serve_metrics, "/": _index("/metrics")}
-                self._http.append(HttpServer("metrics.port", m.address, m.port, routes))
+                access = _access(cfg, "metrics", m)
+                # Prometheus scrapes every 15 s or so: a flood beyond 10 a second gets 429 before any encoding
+                self._http.append(HttpServer("metrics.port", m.address, m.port, routes, access=access, rate_per_s=10.0))
+                _say_if_open("metrics", m, access)
                 self.urls.append(f"metrics on {self._http[-1].url}/metrics")
             if textfile:
                 self.urls.append(f"metrics -> {textfile} every {m.textfile_interval_s:g} s")
@@ -57,7 +61,9 @@ class Servers:
                 "/frame.jpg": self.view.snapshot,
                 "/stats.json": self.view.stats,
             }
-            server = HttpServer("view.port", v.address, v.port, routes, max_connections=v.max_viewers + 4)
+            access = _access(cfg, "view", v)
+            server = HttpServer("view.port", v.address, v.port, routes, max_connections=v.max_viewers + 4, access=access)
+            _say_if_open("view", v, access)
             self._http.append(server)
             self.sinks.append(ViewSink(self.view, server.url))
             self.urls.append(f"live view on {server.url}/")
@@ -87,6 +93,24 @@ class Servers:
         if self.metrics is not None:
             self.metrics.close()  # after the HTTP side: the final textfile holds the final counts
         self._http, self.view, self.metrics = [], None, None
+
+
+def _access(cfg: Any, section: str, keys: Any) -> Access:
+    secret = read_secret(f"{section}.auth_file", cfg.resolve_path(keys.auth_file)) if keys.auth_file else None
+    return Access(keys.allowed_hosts, secret)
+
+
+def _say_if_open(section: str, keys: Any, access: Access) -> None:
+    """Once the port is bound: a server without a secret on more than loopback is worth a line."""
+    if not access.needs_secret and keys.address not in ("127.0.0.1", "::1", "localhost"):
+        what = "camera's frames" if section == "view" else "metrics"
+        log.warning(
+            "%s.address %s: anyone who can reach this machine can read the %s; set %s.auth_file (docs/fleet.md#threat-model)",
+            section,
+            keys.address,
+            what,
+            section,
+        )
 
 
 def _index(target: str) -> Any:
