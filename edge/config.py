@@ -145,6 +145,11 @@ class MqttConfig:
     queue_size: int = 1000  # messages kept while the broker is away; beyond that the oldest are dropped
     client_id: Optional[str] = None  # None = edge-<hostname>-<pid>
     keepalive_s: int = 30
+    protocol: Literal["5", "3.1.1"] = "5"  # MQTT 5 learns the broker's packet size limit; 3.1.1 for brokers without 5
+    # The largest PUBLISH packet (topic and payload included) to send; larger results are dropped and counted, never
+    # sent (a broker closes the connection on one, and QoS 1 would resend it after every reconnect). None = the
+    # broker's own limit (MQTT 5 CONNACK), else none.
+    max_packet_bytes: Optional[int] = None
 
 
 @dataclass
@@ -728,6 +733,12 @@ def check_fleet(cfg: Any, origin: str) -> None:
         ("sinks.mqtt.qos", q.qos, q.qos in (0, 1) and not isinstance(q.qos, bool), "0 or 1"),
         ("sinks.mqtt.queue_size", q.queue_size, q.queue_size >= 1, "a positive integer"),
         ("sinks.mqtt.keepalive_s", q.keepalive_s, 5 <= q.keepalive_s <= 65535, "an integer 5..65535"),
+        (
+            "sinks.mqtt.max_packet_bytes",
+            q.max_packet_bytes,
+            q.max_packet_bytes is None or 128 <= q.max_packet_bytes <= 268_435_460,
+            "bytes 128..268435460 (MQTT's largest packet), or null",
+        ),
         ("metrics.textfile", m.textfile, m.textfile is None or m.textfile.endswith(".prom"), "a file name ending in .prom"),
         ("metrics.textfile_interval_s", m.textfile_interval_s, m.textfile_interval_s > 0, "a positive number"),
         ("view.max_fps", v.max_fps, v.max_fps > 0, "a positive number"),

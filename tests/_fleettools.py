@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ._deploytools import free_port
 from .conftest import edge_run_cmd, require_or_skip
@@ -70,7 +70,7 @@ def stop(proc: Optional[subprocess.Popen], sig: int = signal.SIGTERM, timeout: f
 class Mosquitto:
     """mosquitto on 127.0.0.1:port; optional password file and TLS listener. kill()/start() keep the port."""
 
-    def __init__(self, folder: Path, users: Optional[dict] = None, tls: Optional[dict] = None) -> None:
+    def __init__(self, folder: Path, users: Optional[dict] = None, tls: Optional[dict] = None, extra: Sequence[str] = ()) -> None:
         exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
         require_or_skip(os.access(exe, os.X_OK), "mosquitto is not installed (apt-get install -y mosquitto)")
         self.exe, self.dir, self.port = exe, folder, free_port()
@@ -92,6 +92,7 @@ class Mosquitto:
             lines.append("allow_anonymous true")
         if tls:
             lines += [f"cafile {tls['ca']}", f"certfile {tls['cert']}", f"keyfile {tls['key']}"]
+        lines += list(extra)  # e.g. max_packet_size 400
         self.conf = folder / "mosquitto.conf"
         self.conf.write_text("\n".join(lines) + "\n")
 

@@ -139,8 +139,9 @@ def test_every_frame_arrives_as_its_jsonl_record_with_status_online_then_offline
         assert [s["state"] for s in status] == ["online", "offline"] and status[-1]["reason"] == "stopped"
         assert status[0]["model"] == "blazeface-back-256" and status[0]["backend"] == "onnxruntime" and status[0]["edge_version"]
         summary = json.loads((tmp_path / "s.json").read_text())
-        assert summary["mqtt"]["published"] == 40 and summary["mqtt"]["dropped"] == 0
-        assert f"mqtt: 40 messages -> {url}" in r.stdout
+        assert summary["mqtt"]["published"] == summary["mqtt"]["sent"] == 40 and summary["mqtt"]["dropped"] == 0
+        assert "acknowledged" not in summary["mqtt"] and summary["mqtt"]["protocol"] == "5"
+        assert f"mqtt: 40 messages sent (QoS 0: no delivery receipt) -> {url}" in r.stdout
     finally:
         sub.close()
     late = Subscriber(broker.port, "edge/test")  # a dashboard that connects later still learns the camera is off
@@ -193,6 +194,8 @@ def test_last_will_says_offline_when_the_process_dies(broker, tmp_path, demo_mod
         assert wait_until(lambda: [s for s, _, _ in sub.on("status") if s["state"] == "offline"], 10)
         offline = [s for s, _, _ in sub.on("status") if s["state"] == "offline"]
         assert offline[-1]["reason"] == "connection lost"
+        # the will is written before the connection it speaks for: no time in it that would predate "online"
+        assert "t_wall" not in offline[-1] and offline[-1]["model"] == "blazeface-back-256"
     finally:
         run.stop(signal.SIGKILL)
         sub.close()
@@ -337,3 +340,100 @@ def test_sigterm_while_the_broker_is_away_stops_promptly_and_counts_every_frame(
         run.stop(signal.SIGKILL)
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["mqtt"]["published"] == 0 and summary["mqtt"]["dropped"] == summary["frames"] > 0
+
+
+# -- the network review (../shared/reference/reviews/hostile-network-2026-12.md W1, W2, W3, W5, S5, S6) -------------
+def spec_packet_size(topic: str, payload: bytes, qos: int, v5: bool) -> int:
+    """MQTT 5 section 3.3 / 3.1.1 section 3.3, written out here apart from edge's own: fixed header byte, the
+    remaining length as a variable byte integer, topic with its length, packet id above QoS 0, properties length."""
+    remaining = 2 + len(topic.encode()) + (2 if qos else 0) + (1 if v5 else 0) + len(payload)
+    varint = 1
+    while remaining >= 128**varint:
+        varint += 1
+    return 1 + varint + remaining
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_results_over_the_brokers_packet_limit_are_dropped_before_sending_and_the_rest_arrive(
+    tmp_path, qos, demo_model, megamind
+):
+    """mosquitto with max_packet_size 400, told to the client in MQTT 5's CONNACK: a result with a face (~540 bytes)
+    is never sent, so the connection stays up and every result without one arrives. Before, QoS 0 lost results in
+    the broker's disconnects while claiming none lost, and QoS 1 resent the oversized one after every reconnect."""
+    b = Mosquitto(tmp_path, extra=["max_packet_size 400"]).start()
+    sub = Subscriber(b.port, "edge/small")
+    try:
+        assert wait_until(lambda: sub.client.is_connected(), 10)
+        url = f"mqtt://127.0.0.1:{b.port}/edge/small"
+        r = run_cli(
+            "-c", str(DEMO_CONFIG), "--frames", "60", "--mqtt", url, "--set", f"sinks.mqtt.qos={qos}",
+            "--results", str(tmp_path / "r.jsonl"), "--summary-json", str(tmp_path / "s.json"), "-q",
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        mq = json.loads((tmp_path / "s.json").read_text())["mqtt"]
+        assert mq["packet_limit"] == 400 and mq["connects"] == 1, mq
+        assert wait_until(lambda: len(sub.on("results")) >= mq["published"], 10)
+        got = sub.on("results")
+        assert 0 < mq["too_large"] < 60 and mq["dropped"] == mq["too_large"] and mq["published"] + mq["too_large"] == 60
+        assert len(got) == mq["published"]
+        topic = "edge/small/results"
+        for msg, _, _ in got:
+            assert spec_packet_size(topic, json.dumps(msg, separators=(",", ":")).encode(), qos, True) <= 400
+        # which frames fit, from the JSONL records (t_wall's digits vary: 6 bytes of slack either side)
+        sizes = {
+            rec["frame"]: spec_packet_size(
+                topic, json.dumps({**rec, "t_wall": 1796227565.123}, separators=(",", ":")).encode(), qos, True
+            )
+            for rec in lines(tmp_path / "r.jsonl")
+        }
+        arrived = {m["frame"] for m, _, _ in got}
+        assert {f for f, n in sizes.items() if n < 394} <= arrived and not {f for f, n in sizes.items() if n > 406} & arrived
+        assert r.stderr.count("over the packet limit of 400 bytes (the broker's)") == 1
+        assert f"{mq['too_large']} over the 400-byte packet limit, dropped before sending" in r.stdout
+        assert "oversize packet" not in b.log() and "lost the broker" not in r.stderr
+    finally:
+        sub.close()
+        b.stop()
+
+
+def test_max_packet_bytes_guards_a_3_1_1_broker_that_cannot_say_its_limit(broker, tmp_path, demo_model, megamind):
+    url = f"mqtt://127.0.0.1:{broker.port}/edge/v3"
+    r = run_cli(
+        "-c", str(DEMO_CONFIG), "--frames", "30", "--mqtt", url, "--set", "sinks.mqtt.protocol=3.1.1",
+        "--set", "sinks.mqtt.max_packet_bytes=300", "--summary-json", str(tmp_path / "s.json"), "-q",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    mq = json.loads((tmp_path / "s.json").read_text())["mqtt"]
+    assert mq["protocol"] == "3.1.1" and mq["packet_limit"] == 300 and mq["too_large"] > 0
+    assert "over the packet limit of 300 bytes (sinks.mqtt.max_packet_bytes)" in r.stderr
+    assert "(p2, " in broker.log()  # mosquitto logs the protocol level: MQTT 3.1.1
+
+
+def test_tls_against_a_plain_port_and_plain_against_a_tls_port_are_configuration_errors(tmp_path, demo_model):
+    tls = make_tls(tmp_path)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "t").mkdir()
+    plain, secure = Mosquitto(tmp_path / "p").start(), Mosquitto(tmp_path / "t", tls=tls).start()
+    try:
+        r = run_cli("-c", str(DEMO_CONFIG), "--frames", "2", "--mqtt", f"mqtts://127.0.0.1:{plain.port}/edge/x", "-q")
+        assert r.returncode == 2 and f"the broker at 127.0.0.1:{plain.port} does not speak TLS on this port" in r.stderr
+        r = run_cli("-c", str(DEMO_CONFIG), "--frames", "2", "--mqtt", f"mqtt://127.0.0.1:{secure.port}/edge/x", "-q")
+        assert r.returncode == 2 and f"the broker at 127.0.0.1:{secure.port} answers like a TLS port: use mqtts://" in r.stderr
+        assert "Traceback" not in r.stderr
+    finally:
+        plain.stop()
+        secure.stop()
+
+
+@pytest.mark.parametrize(
+    "prefix, why",
+    [
+        ("a/%C0%AF", "not valid UTF-8"),  # was published to a/\ufffd\ufffd/results
+        ("a%0Aedge-run: error: fake", "control characters"),  # a forged log line
+        ("a%1b[2J%1b[31mRED", "control characters"),  # a cleared, recoloured terminal
+    ],
+)
+def test_a_prefix_that_would_change_or_forge_what_is_shown_is_refused(prefix, why):
+    with pytest.raises(EdgeError, match=why) as info:
+        parse_url(f"mqtt://localhost:1883/{prefix}")
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
