@@ -277,3 +277,23 @@ def test_a_view_on_every_interface_without_a_secret_says_so(tmp_path, demo_model
     assert (
         "view.address 0.0.0.0: anyone who can reach this machine can read the camera's frames; set view.auth_file" in run.stderr
     )
+
+
+# -- credentials in what the endpoints and MQTT send ---------------------------------------------------------------------
+def test_stats_json_masks_a_password_in_any_string(server):
+    """/stats.json carries names (the model, the backend); a URI with a password among them is masked like a log line."""
+    from edge.runtime.outputs.view import LiveView
+
+    class Live:
+        def stats(self):
+            return {"model": "rtsp://admin:hunter2hunter2@cam.lan/stream1", "fps": 10.0}
+
+    from edge.config import ViewConfig
+
+    view = LiveView(ViewConfig())
+    view.live = Live()
+    s = server()
+    s.httpd.routes["/stats.json"] = view.stats
+    reply = raw(port_of(s), b"GET /stats.json HTTP/1.0\r\n\r\n")
+    assert status(reply) == 200 and b"hunter2" not in reply and b"rtsp://admin:***@cam.lan/stream1" in reply
+    view.close()

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from edge.config import SinksConfig
 from edge.errors import EdgeError, RunFailed
 from edge.outputs import write_json
-from edge.redact import redact_data
+from edge.redact import redact, redact_data
 from edge.runtime.engines import create_backend
 from edge.runtime.engines.preprocess import Preprocessor
 from edge.runtime.outputs import open_sinks
@@ -263,8 +263,8 @@ def run(cfg: Any) -> int:
     log_metadata(runner.backend)
     summary, error = runner.run()
     print(format_summary(summary))
-    print(format_pool(summary))
-    print(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"]))
+    print(redact(format_pool(summary)))  # a lane's error may quote a camera URI
+    print(redact(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"])))
     if cfg.sinks.summary_json:
         write_json(cfg.resolve_path(cfg.sinks.summary_json), redact_data(summary))
     if error is not None:

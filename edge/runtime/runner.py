@@ -15,7 +15,7 @@ from edge.lazy import available
 from edge.manifest import read_l4t
 from edge.metadata import NONE, describe
 from edge.outputs import check_outputs, write_json
-from edge.redact import redact_data
+from edge.redact import redact, redact_data
 from edge.runtime.engines import create_backend
 from edge.runtime.engines.model import pick_input, preprocess_spec
 from edge.runtime.engines.preprocess import Preprocessor
@@ -484,7 +484,7 @@ def run(cfg: Any) -> int:
         ran += f"; DLA core {summary['dla_core']}"
     if summary["preprocess"] == "gpu":
         ran += "; preprocess on the GPU"
-    print(f"{ran}; " + "; ".join(summary["outputs"] or ["no sinks"]))
+    print(redact(f"{ran}; " + "; ".join(summary["outputs"] or ["no sinks"])))  # outputs name URLs and paths
     engine = summary["engine"]
     if engine is not None:
         ms = engine["gpu_ms_mean"]

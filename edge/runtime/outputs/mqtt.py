@@ -41,7 +41,7 @@ from edge.config import short
 from edge.errors import EdgeError
 from edge.lazy import require
 from edge.outputs import strict_json
-from edge.redact import MASK
+from edge.redact import MASK, redact
 from edge.runtime.outputs.sinks import Sink
 from edge.runtime.postprocess import Result
 from edge.runtime.sources import Frame
@@ -180,7 +180,7 @@ class MqttSink(Sink):
         elif cfg.ca_file or cfg.cert_file:
             raise EdgeError(f"sinks.mqtt.url {self.url}: ca_file/cert_file are for TLS; use mqtts://")
         # no time in the will: it is set once, before the connection it will speak for, and sent when that dies
-        will = json.dumps({"state": "offline", "reason": "connection lost", **self._info}, separators=(",", ":"))
+        will = redact(json.dumps({"state": "offline", "reason": "connection lost", **self._info}, separators=(",", ":")))
         client.will_set(self.status_topic, will, qos=1, retain=True)
         client.reconnect_delay_set(1, 10)  # a restarted broker sees its cameras back within 10 s
         client.on_connect, client.on_disconnect, client.on_publish = self._on_connect, self._on_disconnect, self._on_publish
@@ -204,7 +204,7 @@ class MqttSink(Sink):
             ) from None
 
     def _status(self, state: str, **extra: Any) -> str:
-        return json.dumps({"state": state, "t_wall": round(time.time(), 3), **self._info, **extra}, separators=(",", ":"))
+        return redact(json.dumps({"state": state, "t_wall": round(time.time(), 3), **self._info, **extra}, separators=(",", ":")))
 
     # -- connection ---------------------------------------------------------
     def _connect(self, keepalive: int) -> None:
@@ -311,7 +311,8 @@ class MqttSink(Sink):
     def write(self, frame: Frame, result: Result, record: dict, annotated: Optional[np.ndarray]) -> None:
         if self.only_detections and not (result.detections or result.classes):
             return
-        payload = json.dumps(strict_json({**record, "t_wall": round(time.time(), 3)}), separators=(",", ":")).encode()
+        # redact: two substring tests on a plain record; a URI with a password in any string is masked
+        payload = redact(json.dumps(strict_json({**record, "t_wall": round(time.time(), 3)}), separators=(",", ":"))).encode()
         source = record.get("source")
         topic = f"{self.url.prefix}/{source}/results" if source else self.results_topic
         with self._cond:

@@ -21,6 +21,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from edge.outputs import strict_json
+from edge.redact import redact
 from edge.runtime.outputs.httpserve import Handler
 from edge.runtime.outputs.sinks import Sink, annotate
 from edge.runtime.postprocess import Result
@@ -98,7 +99,7 @@ class LiveView:
     def stats(self, h: Handler) -> None:
         data = self.live.stats() if self.live is not None else {}
         data.update(viewers=self.viewers, encoded=self.encoded, max_fps=self.max_fps)
-        h.reply(200, json.dumps(strict_json(data)).encode(), "application/json")
+        h.reply(200, redact(json.dumps(strict_json(data))).encode(), "application/json")  # names may carry URIs
 
     def snapshot(self, h: Handler) -> None:
         with self._cond:
