@@ -126,7 +126,7 @@ def unit_word(value: str) -> str:
 # Keys naming files the service reads, and outputs it writes, which cannot stay relative to a config that moves to
 # /etc/edge (read-only for the service under ProtectSystem=strict). model.engine may: `edge deploy` delivers the
 # engine beside the config it installs there.
-_PATH_KEYS = ("model.path", "task.labels", "telemetry.replay_path")
+_PATH_KEYS = ("model.path", "task.labels", "telemetry.replay_path", "metrics.auth_file", "view.auth_file")
 _OUTPUT_KEYS = ("sinks.results", "sinks.video", "sinks.summary_json", "telemetry.dir")
 
 
@@ -375,7 +375,7 @@ def image_rows(root: Path, name: str, argv: List[str]) -> List[Tuple[bool, str]]
     gid = _group_id(root, SERVICE_GROUP)
     private = info.st_mode & 0o007 == 0 and (gid is None or info.st_gid == gid)
     rows.append((private, f"config {config.name} not world-readable, group {SERVICE_GROUP} (mode {info.st_mode & 0o777:o})"))
-    for key in ("model.path", "model.engine", "task.labels", "telemetry.replay_path"):
+    for key in ("model.engine", *_PATH_KEYS):
         section, _, field = key.partition(".")
         value = getattr(getattr(cfg, section), field)
         if isinstance(value, str) and value:

@@ -116,8 +116,14 @@ def read_secret(key: str, path: Path) -> str:
         raise EdgeError(f"{key} {short(str(path))}: mode {info.st_mode & 0o777:o} lets other users read it; chmod 600 it")
     if info.st_size > MAX_SECRET_FILE:
         raise EdgeError(f"{key} {short(str(path))}: {info.st_size} bytes is not one secret (at most {MAX_SECRET_FILE})")
-    with open(path, "rb") as f:
-        raw = f.read(MAX_SECRET_FILE + 1)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SECRET_FILE + 1)
+    except OSError as exc:
+        raise EdgeError(
+            f"{key} {short(str(path))}: {exc.strerror or exc}; the user that runs edge must own it "
+            "(for the service: chown edge FILE)"
+        ) from None
     try:
         secret = raw.decode("ascii").strip()
     except UnicodeDecodeError:
