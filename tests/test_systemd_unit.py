@@ -72,6 +72,26 @@ def test_unit_declares_notify_watchdog_restart_limits_user_and_hardening() -> No
     assert d["StandardOutput"] == ["journal"] and d["StandardError"] == ["journal"]
 
 
+def test_systemd_rates_the_units_exposure_ok_with_no_capabilities(tmp_path: Path) -> None:
+    """`systemd-analyze security --offline` on the unit: 5.5 MEDIUM before the capability bounding set, RemoveIPC,
+    PrivateMounts and ProtectProc were added (issue 32), 3.1 OK after (systemd 252)."""
+    analyze = shutil.which("systemd-analyze")
+    require_or_skip(analyze is not None, "systemd-analyze is not installed (apt-get install -y systemd)")
+    unit = tmp_path / UNIT.name
+    shutil.copy(UNIT, unit)
+    run = subprocess.run(
+        [str(analyze), "security", "--offline=yes", "--no-pager", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+) (\w+)", run.stdout)
+    require_or_skip(m is not None, f"this systemd-analyze has no --offline security check: {run.stderr.strip()[:200]}")
+    assert float(m.group(1)) <= 3.5 and m.group(2) == "OK", run.stdout[-3000:]
+    rows = [line.split() for line in run.stdout.splitlines() if line[:1] in ("✓", "✗")]
+    checks = {row[1]: row[0] == "✓" for row in rows if len(row) > 1}
+    assert checks["CapabilityBoundingSet=~CAP_SYS_ADMIN"] and checks["RemoveIPC="] and checks["ProtectProc="]
+    d = directives(UNIT.read_text())
+    assert d["CapabilityBoundingSet"] == [""] and d["AmbientCapabilities"] == [""]
+
+
 def test_installed_unit_passes_systemd_analyze_verify(tmp_path: Path, config: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     require_or_skip(analyze is not None, "systemd-analyze is not installed (apt-get install -y systemd)")
