@@ -4,7 +4,9 @@ At most ``max_connections`` requests are served at once (one thread each) and at
 address. The request line and headers must arrive within ``head_timeout_s`` in all (a client that sends a byte now
 and then is cut off like one that sends nothing); when every slot is taken, the connection that has spent longest
 on its head (longer than a round trip) gives its slot to the new one, so half-open connections cannot lock a real
-client out; only then does a client get 503. ``rate_per_s`` caps requests per second (429 beyond it). Requests are
+client out; only then does a client get 503. ``rate_per_s`` caps connections per second: beyond it the accept loop
+answers 429 itself, before any thread is started or a byte read, so a flood costs little more than the accepts.
+Requests are
 answered only when ``access`` allows them (Host header, optional secret: edge.runtime.outputs.access). ``close()``
 returns within about a second: the accept loop polls for shutdown and long responses (the MJPEG stream) watch
 ``closing``. A port that is taken, privileged or on an address this machine does not have is one EdgeError line,
@@ -40,6 +42,7 @@ def _plain(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
 
 _BUSY = _plain(b"503 Service Unavailable", b"too many now\n", b"Retry-After: 5\r\n")
 _YOURS = _plain(b"503 Service Unavailable", b"too many connections from your address\n", b"Retry-After: 5\r\n")
+_SLOW_DOWN = _plain(b"429 Too Many Requests", b"too many requests\n", b"Retry-After: 1\r\n")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -64,9 +67,6 @@ class Handler(BaseHTTPRequestHandler):
         if not access.authorised(self.headers.get("Authorization")):
             self.server.refused("Authorization", self.client_address[0])
             self.reply(401, b"credentials needed\n", "text/plain", {"WWW-Authenticate": 'Basic realm="edge", charset="UTF-8"'})
-            return
-        if not self.server.rate_ok():
-            self.reply(429, b"too many requests\n", "text/plain", {"Retry-After": "1"})
             return
         route = self.server.routes.get(urllib.parse.urlsplit(self.path).path)
         if route is None:
@@ -123,6 +123,9 @@ class _Server(ThreadingMixIn, HTTPServer):
 
     # -- connections --------------------------------------------------------------------------------------------
     def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.rate_ok():  # answered from the accept loop: no thread, nothing read or parsed
+            self._turn_away(request, _SLOW_DOWN)
+            return
         client = client_address[0]
         with self._lock:
             crowded = self._per_client.get(client, 0) >= self.max_per_client
