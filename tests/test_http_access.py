@@ -297,3 +297,51 @@ def test_stats_json_masks_a_password_in_any_string(server):
     reply = raw(port_of(s), b"GET /stats.json HTTP/1.0\r\n\r\n")
     assert status(reply) == 200 and b"hunter2" not in reply and b"rtsp://admin:***@cam.lan/stream1" in reply
     view.close()
+
+
+@pytest.mark.parametrize(
+    "header, name",
+    [
+        ("[::1]", "::1"),
+        ("[::1]:8090", "::1"),
+        ("[::1]x", None),
+        ("[::1]:abc", None),
+        ("[::1", None),
+        ("[", None),
+        ("cam.lan:8090", "cam.lan"),
+        ("CAM.lan.", "cam.lan"),
+        ("x:99x", None),
+        (":8090", None),
+        ("  10.0.0.5 ", "10.0.0.5"),
+    ],
+)
+def test_host_headers_split_into_their_name(header, name):
+    assert split_host(header) == name
+
+
+@pytest.mark.parametrize(
+    "secret, ok",
+    [
+        ("a" * 16, True),  # the shortest accepted
+        ("a" * 15, False),
+        ("!~" * 8, True),  # the printable ends, 33 and 126
+        ("a" * 15 + "\x7f", False),
+        ("a" * 4095, True),  # with its newline exactly MAX_SECRET_FILE bytes
+        ("a" * 4096, False),  # one byte over
+    ],
+)
+def test_secret_length_and_characters_at_their_bounds(tmp_path, secret, ok):
+    path = secret_file(tmp_path, secret)
+    if ok:
+        assert read_secret("view.auth_file", path) == secret
+    else:
+        with pytest.raises(EdgeError):
+            read_secret("view.auth_file", path)
+
+
+def test_basic_auth_that_is_not_strict_base64_is_refused():
+    """Lenient base64 would skip a stray character and let the secret through."""
+    access = Access((), SECRET)
+    good = base64.b64encode(f"u:{SECRET}".encode()).decode()
+    assert access.authorised(f"Basic {good}")
+    assert not access.authorised(f"Basic {good[:4]}*{good[4:]}")
