@@ -29,14 +29,10 @@ MIN_SECRET = 16  # characters: shorter ones can be guessed over the network
 
 
 def machine_names() -> Set[str]:
-    """The names a browser on this machine or the LAN uses for it."""
-    host = socket.gethostname().lower()
-    names = {"localhost", host, f"{host}.local"}
-    try:
-        names.add(socket.getfqdn().lower())
-    except OSError:  # no resolver: the short names still count
-        pass
-    return {n.rstrip(".") for n in names if n}
+    """The names a browser on this machine or the LAN uses for it (no DNS lookup: at boot a Jetson may have no
+    resolver yet, and a lookup could hold the start for seconds; a fully qualified name goes in allowed_hosts)."""
+    host = socket.gethostname().lower().rstrip(".")
+    return {n for n in ("localhost", host, f"{host}.local") if n and n != ".local"}
 
 
 def split_host(value: str) -> Optional[str]:
