@@ -431,12 +431,18 @@ def test_tls_against_a_plain_port_and_plain_against_a_tls_port_are_configuration
         ("a/%C0%AF", "not valid UTF-8"),  # was published to a/\ufffd\ufffd/results
         ("a%0Aedge-run: error: fake", "control characters"),  # a forged log line
         ("a%1b[2J%1b[31mRED", "control characters"),  # a cleared, recoloured terminal
+        ("a%7F", "control characters"),  # DEL
+        ("a%C2%9F", "control characters"),  # U+009F, the last C1 control
     ],
 )
 def test_a_prefix_that_would_change_or_forge_what_is_shown_is_refused(prefix, why):
     with pytest.raises(EdgeError, match=why) as info:
         parse_url(f"mqtt://localhost:1883/{prefix}")
     assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_printable_unicode_in_a_prefix_is_kept():
+    assert parse_url("mqtt://localhost:1883/caf%C3%A9/%C2%A0x").prefix == "café/\u00a0x"  # U+00A0 is printable
 
 
 def test_a_password_in_any_string_of_a_message_is_masked(broker):
