@@ -466,3 +466,17 @@ def test_a_password_in_any_string_of_a_message_is_masked(broker):
         assert sub.on("status")[0][0]["model"] == "rtsp://admin:***@cam.lan/a"
     finally:
         sub.close()
+
+
+@pytest.mark.parametrize(
+    "remaining, length_bytes",
+    # MQTT 3.1.1 and 5, table 2.4 / 1.5.5: the remaining length takes 1 byte to 127, 2 to 16 383, 3 to 2 097 151, then 4
+    [(127, 1), (128, 2), (16_383, 2), (16_384, 3), (2_097_151, 3), (2_097_152, 4)],
+)
+def test_packet_size_at_the_remaining_length_steps(remaining, length_bytes):
+    from edge.runtime.outputs.mqtt import packet_size
+
+    topic = "a/results"
+    for qos, v5 in ((0, True), (1, True), (0, False), (1, False)):
+        payload = b"x" * (remaining - 2 - len(topic) - (2 if qos else 0) - (1 if v5 else 0))
+        assert packet_size(topic, payload, qos, v5) == 1 + length_bytes + remaining == spec_packet_size(topic, payload, qos, v5)
