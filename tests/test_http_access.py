@@ -177,14 +177,26 @@ def test_a_head_that_trickles_in_is_cut_at_the_deadline(server):
 def test_one_address_gets_at_most_its_share_of_the_slots(server):
     s = server(max_connections=8, max_per_client=2)
     port = port_of(s)
-    held = [socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.3", 0)) for _ in range(2)]
-    try:
-        time.sleep(0.2)
-        assert b"too many connections from your address" in raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.3")
-        assert status(raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.4")) == 200
-    finally:
-        for c in held:
-            c.close()
+
+    def hold() -> socket.socket:
+        return socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.3", 0), timeout=5)
+
+    def finish(c: socket.socket) -> int:  # the held connection sends its request and is answered
+        c.sendall(b"GET /frame.jpg HTTP/1.0\r\n\r\n")
+        reply = b"".join(iter(lambda: c.recv(4096), b""))
+        c.close()
+        return status(reply)
+
+    first, second = hold(), hold()
+    time.sleep(0.2)
+    assert b"too many connections from your address" in raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.3")
+    assert status(raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.4")) == 200
+    assert finish(first) == 200  # both held ones had a slot of their own
+    time.sleep(0.2)
+    third = hold()  # the address is back to one of its two
+    time.sleep(0.2)
+    assert b"too many connections from your address" in raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.3")
+    assert finish(second) == 200 and finish(third) == 200
     assert wait_until(lambda: status(raw(port, b"GET /frame.jpg HTTP/1.0\r\n\r\n", "127.0.0.3")) == 200, 5)
 
 
