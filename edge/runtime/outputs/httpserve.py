@@ -6,11 +6,10 @@ and then is cut off like one that sends nothing); when every slot is taken, the 
 on its head (longer than a round trip) gives its slot to the new one, so half-open connections cannot lock a real
 client out; only then does a client get 503. ``rate_per_s`` caps connections per second: beyond it the accept loop
 answers 429 itself, before any thread is started or a byte read, so a flood costs little more than the accepts.
-Requests are
-answered only when ``access`` allows them (Host header, optional secret: edge.runtime.outputs.access). ``close()``
-returns within about a second: the accept loop polls for shutdown and long responses (the MJPEG stream) watch
-``closing``. A port that is taken, privileged or on an address this machine does not have is one EdgeError line,
-raised when the server is made, before the run starts.
+Requests are answered only when ``access`` allows them (Host header, optional secret: edge.runtime.outputs.access).
+``close()`` returns within about a second: the accept loop polls for shutdown and long responses (the MJPEG stream)
+watch ``closing``. A port that is taken, privileged or on an address this machine does not have is one EdgeError
+line, raised when the server is made, before the run starts.
 """
 
 from __future__ import annotations

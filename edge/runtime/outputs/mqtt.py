@@ -50,7 +50,6 @@ log = logging.getLogger("edge.mqtt")
 
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 MAX_IN_FLIGHT = 100  # messages handed to paho and not yet written (QoS 0) or acknowledged (QoS 1)
-MQTT_MAX_PACKET = 268_435_460  # a 4-byte remaining length (268435455) and the fixed header
 CONNECT_TIMEOUT_S = 5.0  # the first connection: TCP/TLS, then the broker's answer
 DRAIN_S = 2.0  # at the end, how long queued messages may take to go out
 # CONNACK answers that no retry can fix (MQTT 3.1.1 return codes 1, 2, 4, 5 as paho names them).
@@ -180,8 +179,7 @@ class MqttSink(Sink):
         elif cfg.ca_file or cfg.cert_file:
             raise EdgeError(f"sinks.mqtt.url {self.url}: ca_file/cert_file are for TLS; use mqtts://")
         # no time in the will: it is set once, before the connection it will speak for, and sent when that dies
-        will = redact(json.dumps({"state": "offline", "reason": "connection lost", **self._info}, separators=(",", ":")))
-        client.will_set(self.status_topic, will, qos=1, retain=True)
+        client.will_set(self.status_topic, self._status("offline", timed=False, reason="connection lost"), qos=1, retain=True)
         client.reconnect_delay_set(1, 10)  # a restarted broker sees its cameras back within 10 s
         client.on_connect, client.on_disconnect, client.on_publish = self._on_connect, self._on_disconnect, self._on_publish
         self._connect(cfg.keepalive_s)
@@ -203,8 +201,9 @@ class MqttSink(Sink):
                 "cert_file/key_file a PEM certificate and its key"
             ) from None
 
-    def _status(self, state: str, **extra: Any) -> str:
-        return redact(json.dumps({"state": state, "t_wall": round(time.time(), 3), **self._info, **extra}, separators=(",", ":")))
+    def _status(self, state: str, timed: bool = True, **extra: Any) -> str:
+        when = {"t_wall": round(time.time(), 3)} if timed else {}
+        return redact(json.dumps({"state": state, **when, **self._info, **extra}, separators=(",", ":")))
 
     # -- connection ---------------------------------------------------------
     def _connect(self, keepalive: int) -> None:
