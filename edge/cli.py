@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from edge import __version__
+from edge import __version__, stoppable
 from edge.errors import LEVELS, guard, one_line, setup_logging
 
 # name -> (module, one-line help). A command is a module; adding one is a row here.
@@ -81,7 +81,7 @@ def _add_log_level(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args._prog.replace(" ", "-"), getattr(args, "log_level", None))
-    return guard(args._prog, args._main, args)
+    return stoppable.finish(guard(args._prog, args._main, args))
 
 
 def _escaping_output() -> None:

@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Literal, Optional, Union
 
 from edge.argtypes import MAX_THREADS
 from edge.errors import ConfigError
+from edge.inputs import missing
 
 # `X | None` is types.UnionType on Python >= 3.10; JetPack 5 ships Python 3.8, so the schema uses Optional.
 _UNIONS = (Union, getattr(types, "UnionType", Union))
@@ -376,6 +377,21 @@ def load_yaml(text: str, origin: str) -> Any:
                     raise ConfigError(f"{origin}: more than {MAX_ALIASES} YAML aliases (*name); write the values out")
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML keeps the last of two equal keys without a word: a second `task:` section silently replaced
+            # the first. Keys a merge (<<) brings in may be overridden; the ones written out may not repeat.
+            seen: Dict[Any, int] = {}
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if (key.tag, key.value) in seen:
+                        first = seen[(key.tag, key.value)]
+                        raise ConfigError(
+                            f"{origin}: key {short(key.value, 60)} is given twice (lines {first} and {line}); keep one"
+                        )
+                    seen[(key.tag, key.value)] = line
+            return super().construct_mapping(node, deep)
+
     try:
         return yaml.load(text, Loader=_Bounded)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -388,14 +404,14 @@ def load_yaml(text: str, origin: str) -> Any:
 
 def load_yaml_file(path: Path) -> Any:
     """A YAML file read as UTF-8 (size-capped), or one ConfigError line saying what is wrong with it."""
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found; pass an existing YAML file (e.g. configs/demo.yaml)")
+    from edge.inputs import read_capped
+
     try:
-        raw = path.read_bytes()
+        raw = read_capped(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; pass an existing YAML file (e.g. configs/demo.yaml)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: {len(raw)} bytes is too large for a config file (at most {MAX_CONFIG_BYTES})")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -512,7 +528,7 @@ def check_onnx_source(cfg: Any, origin: str) -> None:
     if m.path and m.asset:
         raise ConfigError(f"{origin}: keys 'model.path' and 'model.asset' both set; keep one")
     if m.path and not cfg.resolve_path(m.path).is_file():
-        raise key_error(origin, "model.path", f"file not found: {cfg.resolve_path(m.path)}")
+        raise key_error(origin, "model.path", f"{missing(cfg.resolve_path(m.path))}: {cfg.resolve_path(m.path)}")
 
 
 def check_input(i: InputConfig, origin: str) -> None:
@@ -553,7 +569,7 @@ def _check(cfg: RunConfig, origin: str) -> None:
         if not m.engine:
             raise key_error(origin, "model.engine", "backend tensorrt needs an engine file: set model.engine to MODEL.engine")
         if not cfg.resolve_path(m.engine).is_file():
-            raise key_error(origin, "model.engine", f"file not found: {cfg.resolve_path(m.engine)}")
+            raise key_error(origin, "model.engine", f"{missing(cfg.resolve_path(m.engine))}: {cfg.resolve_path(m.engine)}")
     if cfg.dla_core is not None:
         if cfg.dla_core < 0:
             raise bad("dla_core", "a DLA core index 0, 1, ... or null", cfg.dla_core)
@@ -580,7 +596,7 @@ def _check(cfg: RunConfig, origin: str) -> None:
     if not t.anchor_grids or any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
         raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
-        raise key_error(origin, "task.labels", f"file not found: {cfg.resolve_path(t.labels)}")
+        raise key_error(origin, "task.labels", f"{missing(cfg.resolve_path(t.labels))}: {cfg.resolve_path(t.labels)}")
     p = cfg.pipeline
     if p.queue_size < 1:
         raise bad("pipeline.queue_size", "a positive integer", p.queue_size)

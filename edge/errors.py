@@ -11,10 +11,11 @@ import argparse
 import errno
 import logging
 import os
+import re
 import signal
 import sys
 import traceback
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -47,14 +48,44 @@ class RunFailed(EdgeError):
     exit_code = 1
 
 
+# C0 controls, DEL and C1 controls (U+009B is a one-character CSI on some terminals): what drives a terminal.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character written as its Python escape (ESC as \\x1b, a newline as \\n): the one
+    escaping of names, paths, topics and headers from outside before they reach a terminal or a log."""
+    s = str(text)
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], s) if _CONTROL.search(s) else s
+
+
 def one_line(text: object, limit: int = 600) -> str:
     """``text`` as one printable line of at most about ``limit`` characters (control characters escaped)."""
-    s = str(text)
-    if any(ord(c) < 32 or ord(c) == 127 for c in s):
-        s = "".join(c if 32 <= ord(c) != 127 else repr(c)[1:-1] for c in s)
+    s = printable(text)
     if len(s) > limit:
         s = f"{s[:limit]}… ({len(s) - limit} more characters)"
     return s
+
+
+def emit(text: str) -> None:
+    """``text`` on stdout, each line escaped with ``printable``. Called once a command's files are written: a stdout
+    that cannot take it (a full disk, /dev/full) is then one RunFailed line that says so, not a disk error that reads
+    as if the files were lost. A reader that went away (``| head``) stays BrokenPipeError, which the guard ends quietly."""
+    try:
+        print("\n".join(printable(line) for line in text.split("\n")), flush=True)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _drop_stdout()  # what is still buffered would fail again at exit, with Python's complaint on stderr
+        raise RunFailed(f"cannot print to stdout ({exc.strerror or exc}); every output file is written") from None
+
+
+def _drop_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def setup_logging(prog: str, level: Optional[str] = None) -> None:
@@ -72,22 +103,34 @@ def setup_logging(prog: str, level: Optional[str] = None) -> None:
     root.setLevel((level or "info").upper())
 
 
+# Signals that end a command as Ctrl-C does: a stop (systemd, kill), a dropped SSH session or terminal, Ctrl+backslash.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt: every temp file is discarded on the way
-    out (the default action killed the process and left them for the next run to clean up)."""
+    """A stop signal, raised in the main thread like Ctrl-C's KeyboardInterrupt: every temp file is discarded on the
+    way out (the default action killed the process and left them for the next run to clean up)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def words(self) -> str:
+        return "terminated" if self.signum == signal.SIGTERM else f"stopped by {signal.Signals(self.signum).name}"
 
 
-def _raise_on_sigterm() -> Optional[Any]:
-    """Install the SIGTERM handler; returns the one it replaced (None off the main thread, where none can be set).
-    edge run installs its own, which drains the pipeline first."""
+def _raise_on_stop_signals() -> Dict[int, Any]:
+    """Install the handlers of STOP_SIGNALS; returns the ones they replaced (none off the main thread, where none
+    can be set). edge run installs its own, which drain the pipeline first."""
 
     def handler(signum: int, frame: Any) -> None:
-        raise Terminated()
+        raise Terminated(signum)
 
     try:
-        return signal.signal(signal.SIGTERM, handler)
+        return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     except ValueError:
-        return None
+        return {}
 
 
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -105,7 +148,7 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
         except (OSError, ValueError):
             pass  # stderr is gone too
 
-    previous = _raise_on_sigterm()
+    previous = _raise_on_stop_signals()
     try:
         return fn(args)
     except EdgeError as exc:
@@ -114,16 +157,11 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    except Terminated:
-        say("terminated")
-        return 143
+    except Terminated as exc:
+        say(exc.words)
+        return 128 + exc.signum
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly as cat does, and keep Python from complaining at exit.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _drop_stdout()  # the reader went away (`| head`): stop quietly as cat does, and keep Python from complaining at exit
         return 141
     except MemoryError:
         say("error: out of memory; the input is larger than this machine can hold (see --help for size limits)")
@@ -140,5 +178,5 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
         )
         return 1
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

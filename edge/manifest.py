@@ -24,6 +24,7 @@ from edge.errors import EdgeError
 from edge.outputs import settle, strict_json, write_atomic
 
 MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 1 << 20  # edge-build writes a few kB
 REQUIRED = ("manifest_version", "engine", "tensorrt", "device", "dla", "io")
 
 # L4T (the BSP) release -> JetPack, for the releases with DLA-capable modules.
@@ -108,11 +109,14 @@ def write_manifest(engine: str | Path, data: Dict[str, Any]) -> Path:
 def read_manifest(engine: str | Path) -> Dict[str, Any]:
     """The manifest of an engine, checked for shape; a missing or damaged one is an EdgeError naming the file."""
     settle(engine)  # a build killed while committing the pair: finish it first
+    from edge.inputs import read_small
+
     path = manifest_path(engine)
-    if not path.is_file():
+    if not path.exists():
         raise EdgeError(f"engine '{engine}': no manifest {path.name} beside it; rebuild with edge-build, which writes it")
+    raw = read_small(path, MAX_MANIFEST_BYTES, "manifest", "rebuild the engine with edge-build")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw)
     except ValueError as exc:
         raise EdgeError(f"manifest '{path}': not valid JSON ({exc})") from None
     missing = [k for k in REQUIRED if k not in data] if isinstance(data, dict) else list(REQUIRED)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from edge.errors import EdgeError
+from edge.inputs import read_capped
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -128,7 +129,7 @@ def uninterrupted() -> Iterator[None]:
                 os.kill(os.getpid(), signum)
 
 
-_HELD = (signal.SIGINT, signal.SIGTERM)
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Staged:
@@ -269,7 +270,7 @@ def settle(first: PathLike) -> bool:
     """
     journal = _journal(Path(first))
     try:
-        entries = json.loads(journal.read_text(encoding="utf-8"))
+        entries = json.loads(read_capped(journal, 1 << 20))
     except FileNotFoundError:
         return False
     except (OSError, ValueError) as exc:
@@ -287,6 +288,40 @@ def settle(first: PathLike) -> bool:
         ) from None
     _fsync_dir(journal.parent)
     return True
+
+
+def hold(path: Path, flag: str) -> IO[bytes]:
+    """An exclusive lock on the output set named by ``path`` (a cache and its sidecar, an engine and its manifest)
+    for as long as the returned file is open (keep it in a local: it closes when the function that took it ends): a
+    second edge writing the same set is refused at its start, naming the first one's pid, instead of the two
+    commits mixing their files.
+
+    The lock is ``.NAME.lock`` beside ``path``, and it stays there: removing it would let a third process lock a
+    new file while a second still holds the old one."""
+    import fcntl
+
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        raise EdgeError(f"{flag} {path}: cannot take its lock {lock.name} ({exc.strerror or exc}); check the folder") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise EdgeError(f"{flag} {path}: its lock {lock.name} is not a regular file; remove it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 16, 0).decode("ascii", "replace").strip()
+            raise EdgeError(
+                f"{flag} {path}: another edge (pid {other if other.isdigit() else '?'}) is writing it now; wait for "
+                "it to finish, or choose another path"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "r+b", buffering=0)
 
 
 def commit_together(staged: Sequence[Staged]) -> List[Path]:

@@ -7,9 +7,11 @@ import threading
 import time
 from typing import Callable, Optional
 
+from edge.errors import printable
+
 
 def say(message: str) -> None:
-    print(f"edge-build: {message}", file=sys.stderr, flush=True)
+    print(f"edge-build: {printable(message)}", file=sys.stderr, flush=True)
 
 
 class Throttle:

@@ -50,7 +50,15 @@ def redact_data(value: Any) -> Any:
 
 
 class RedactingFormatter(logging.Formatter):
-    """A log formatter that redacts the finished line, arguments and tracebacks included."""
+    """A log formatter that redacts the finished line, arguments and tracebacks included, and escapes the control
+    characters of the message (file names, topics and request lines from outside), so a record is one line that
+    cannot drive the terminal; a traceback keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        from edge.errors import printable
+
+        record.message = printable(record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from edge.calib.cache import CalibrationCache, writable, write_cache
+from edge.calib.cache import CalibrationCache, read_cache, writable, write_cache
 from edge.errors import EdgeError
 from edge.progress import Throttle, say
 
@@ -297,9 +297,9 @@ def usable_cache(
     with no scales), so the header is checked here, the cache is fitted to the parsed network (``fit_cache``), and a
     cache that covers less than half of the network's tensors (another model, or another export of it) is refused.
     """
-    if path is None or not path.is_file():
+    if path is None or not path.exists():
         return None
-    cache = CalibrationCache.from_bytes(path.read_bytes(), origin=f"calibration cache '{path}'")
+    cache = read_cache(path)  # size-capped, regular files only
     problems = cache.problems(trt_version, algorithm)
     fit = None
     if not problems:

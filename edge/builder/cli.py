@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from edge import argtypes
+from edge.errors import printable
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -111,9 +112,14 @@ def main(args: argparse.Namespace) -> int:
     built = build_engines(cfg, done=summary)
     if len(built) > 1:
         print(
-            f"\nwrote {len(built)} engines from one build: "
-            + ", ".join(f"{r.engine} ({'GPU' if c.dla.core is None else f'DLA, built for core {c.dla.core}'})" for c, r in built)
-            + "; a DLA plan runs on either DLA core"
+            "\n"
+            + printable(
+                f"wrote {len(built)} engines from one build: "
+                + ", ".join(
+                    f"{r.engine} ({'GPU' if c.dla.core is None else f'DLA, built for core {c.dla.core}'})" for c, r in built
+                )
+                + "; a DLA plan runs on either DLA core"
+            )
         )
     return 0
 
@@ -130,8 +136,11 @@ def summary(cfg: Any, result: Any) -> None:
     )
     target = f"compute capability {result.compute_capability}" if result.compute_capability else "compute capability unknown"
     print(
-        f"\nwrote {result.engine} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:12]}…), "
-        f"{result.manifest.name}, {result.report.name} in {result.seconds:.1f} s"
+        "\n"
+        + printable(
+            f"wrote {result.engine} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:12]}…), "
+            f"{result.manifest.name}, {result.report.name} in {result.seconds:.1f} s"
+        )
     )
     print(
         f"TensorRT {result.caps.version} ({result.caps.module}); {where}; {target}; "
@@ -139,4 +148,4 @@ def summary(cfg: Any, result: Any) -> None:
         f"{result.warnings} TensorRT warning(s){' (all in ' + cfg.log + ')' if cfg.log else ''}"
     )
     for note in result.notes:
-        print(f"note: {note}")
+        print(printable(f"note: {note}"))

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 import warnings
 from contextlib import ExitStack
@@ -22,17 +23,20 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from edge import __version__
+from edge import __version__, stoppable
 from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.builder.precision import fp16_from_sidecar
 from edge.errors import EdgeError, RunFailed
+from edge.graph.model import preflight
+from edge.inputs import read_small
 from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, plugin_ops, read_l4t, sha256_file
-from edge.outputs import Staged, atomic_open, check_outputs, commit_together, settle, write_atomic
+from edge.outputs import Staged, atomic_open, check_outputs, commit_together, hold, settle, write_atomic
 from edge.progress import Heartbeat, say
 
 QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
+MAX_TIMING_CACHE_BYTES = 256 << 20  # tactic timings: a few MB for a large model
 # Jetson GPU compute capability -> DLA generation, for the offline prediction's rules.
 DLA_TARGETS = {"8.7": "orin", "7.2": "xavier"}
 _JETSON_CC = (("orin", "8.7"), ("xavier", "7.2"))  # /proc/device-tree/model names
@@ -121,7 +125,8 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
         warnings.simplefilter("ignore", DeprecationWarning)  # EXPLICIT_BATCH is deprecated (and ignored) in 10.x
         network = builder.create_network(flags)
     parser = trt.OnnxParser(network, trt_api.logger())
-    if parser.parse_from_file(str(onnx_path)):
+    # The parser has no cancel: a signal abandons it (and keeps the network and builder it writes into).
+    if stoppable.call(parser.parse_from_file, str(onnx_path), keep=(network, builder)):
         if network.num_layers == 0 or network.num_outputs == 0:  # some parsers accept an empty or random file
             raise EdgeError(f"{onnx_path}: not an ONNX model (TensorRT's parser found no layers or outputs); re-export it")
         return network, parser
@@ -316,6 +321,8 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     onnx = model_path(cfg)
     out = engine_path(cfg, onnx)
+    _held = hold(out, cfg.name_of("model.engine"))  # noqa: F841 - held to the end of build: one build per engine at a time
+    preflight(onnx)
     trt = trt_api.load()
     settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
     with ExitStack() as stack:
@@ -326,6 +333,7 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         caps = trt_api.detect(trt, builder)
         p = plan(cfg, caps)
         sink.console = None  # a failed parse becomes one EdgeError naming the node; the details stay in the log
+        say(f"parsing {onnx.name} ({onnx.stat().st_size / 1e6:.1f} MB)")
         network, _parser = parse(trt, builder, caps, onnx, p.strongly_typed)
         sink.console = _console
         if not caps.weakly_typed:
@@ -347,8 +355,13 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
             stack.callback(feed.close)
         fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
         timing = _load_timing_cache(config, cfg, p)
+        cancel = threading.Event()
+        monitor = trt_api.cancelling_monitor(trt, config, cancel)  # noqa: F841 - TensorRT holds no reference of its own
+        sink.console = lambda level, msg: None if cancel.is_set() else _console(level, msg)  # not "BuildCanceled"
         with Heartbeat("building the engine"):
-            serialized = builder.build_serialized_network(network, config)
+            serialized = stoppable.call(
+                builder.build_serialized_network, network, config, cancel=cancel, keep=(monitor, feed, _parser)
+            )
         if feed is not None and feed.error is not None:
             raise feed.error
         if serialized is None:
@@ -521,7 +534,7 @@ def _load_timing_cache(config: Any, cfg: BuildConfig, p: Plan) -> Optional[Path]
         # Its own warning reads "Use Deprecated in TensorRT-RTX 1.2. ... instead.": said in our words, not quoted.
         p.notes.append("--timing-cache not used: this TensorRT ignores timing caches (a DeprecationWarning says so)")
         return None
-    data = path.read_bytes() if path.is_file() else b""
+    data = read_small(path, MAX_TIMING_CACHE_BYTES, cfg.name_of("timing_cache")) if path.exists() else b""
     if data and not config.set_timing_cache(config.create_timing_cache(data), False):  # False: another GPU or TensorRT
         say(f"timing cache {path} is from another GPU or TensorRT; starting a new one")
         config.set_timing_cache(config.create_timing_cache(b""), False)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from edge.errors import printable
 from edge.outputs import strict_json, write_atomic
 
 DLA, GPU = "DLA", "GPU"
@@ -341,14 +342,17 @@ def render(placement: Placement, report: str = "the placement report", width: in
     if placement.dla_core is None:
         generated = sum(layer.name.startswith("__myl_") for layer in placement.layers)
         made = f", {generated} of them kernels TensorRT generated (__myl_…), not ONNX layers" if generated else ""
-        return [
+        lines = [
             f"placement from the {placement.source} ({placement.why})",
             f"engine layers: {s['layers']}, all on the GPU (no --dla){made}; precisions: {precisions}; every row is in {report}",
         ] + [f"warning: {w}" for w in placement.warnings]
+        return [printable(line) for line in lines]
     lines = [f"{'layer':{width}} {'type':16} {'device':6} {'precision':9} reason", "-" * (width + 50)]
     for layer in placement.layers:
-        name = layer.name if len(layer.name) <= width else layer.name[: width - 1] + "…"
-        kind = layer.type if len(layer.type) <= 16 else layer.type[:15] + "…"
+        # Names come from the model: escaped before they are cut to the column, so an escape sequence never runs.
+        name, kind = printable(layer.name), printable(layer.type)
+        name = name if len(name) <= width else name[: width - 1] + "…"
+        kind = kind if len(kind) <= 16 else kind[:15] + "…"
         lines.append(f"{name:{width}} {kind:16} {layer.device:6} {layer.precision:9} {layer.reason or ''}".rstrip())
     crossings = "unknown" if s["transitions"] is None else s["transitions"]
     lines += [
@@ -358,7 +362,7 @@ def render(placement: Placement, report: str = "the placement report", width: in
         f"(a core holds {SUBGRAPHS_PER_CORE}); DLA<->GPU transitions: {crossings}; precisions: {precisions}",
     ]
     lines += [f"warning: {w}" for w in placement.warnings]
-    return lines
+    return [printable(line) for line in lines]
 
 
 def report_text(placement: Placement) -> str:

@@ -82,11 +82,14 @@ def logger() -> Any:
                     sink = _sink
                 if sink is None:
                     return
-                sink.lines.append((level, msg))
-                if sink.file is not None:
-                    sink.file.write(f"[{level}] {msg}\n")
-                if sink.console is not None:
-                    sink.console(level, msg)
+                try:
+                    sink.lines.append((level, msg))
+                    if sink.file is not None:
+                        sink.file.write(f"[{level}] {msg}\n")
+                    if sink.console is not None:
+                        sink.console(level, msg)
+                except (OSError, ValueError):  # a log file closed under a build abandoned after a signal
+                    pass
 
         _logger = _Logger()
     return _logger
@@ -165,6 +168,31 @@ def detect(trt: ModuleType, builder: Any) -> Capabilities:
         memory_pools=hasattr(config, "set_memory_pool_limit"),
         timing_cache=hasattr(config, "create_timing_cache"),
     )
+
+
+def cancelling_monitor(trt: ModuleType, config: Any, cancel: threading.Event) -> Any:
+    """A progress monitor (TensorRT 10.0+) that cancels the build once ``cancel`` is set: ``step_complete`` returning
+    False makes ``build_serialized_network`` return None at the next step. Set on ``config`` and returned, since
+    the caller must keep it alive; None where the API has no monitor (8.5, 8.6), whose builds cannot be cancelled."""
+    if not (hasattr(trt, "IProgressMonitor") and hasattr(config, "progress_monitor")):
+        return None
+
+    class _Monitor(trt.IProgressMonitor):  # trt-api: guarded above
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)  # trt-api: guarded above
+
+        def phase_start(self, phase_name: str, parent_phase: Optional[str], num_steps: int) -> None:
+            pass
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            return not cancel.is_set()
+
+        def phase_finish(self, phase_name: str) -> None:
+            pass
+
+    monitor = _Monitor()
+    config.progress_monitor = monitor  # trt-api: guarded above
+    return monitor
 
 
 def dtype_name(trt: ModuleType, dtype: Any) -> str:

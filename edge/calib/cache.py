@@ -31,6 +31,7 @@ from edge.errors import EdgeError
 from edge.outputs import write_atomic
 
 ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
+MAX_CACHE_BYTES = 64 << 20  # one line per tensor: a large detector's cache is tens of kB
 _HEADER = re.compile(r"^TRT-(\d+)-(\w+)$")
 
 
@@ -140,10 +141,11 @@ class CalibrationCache:
 
 
 def read_cache(path: str | Path) -> CalibrationCache:
+    from edge.inputs import read_small
+
     p = Path(path)
-    if not p.is_file():
-        raise EdgeError(f"calibration cache '{p}': file not found")
-    return CalibrationCache.from_bytes(p.read_bytes(), origin=f"calibration cache '{p}'")
+    data = read_small(p, MAX_CACHE_BYTES, "calibration cache", "write it again with `edge calib`")
+    return CalibrationCache.from_bytes(data, origin=f"calibration cache '{p}'")
 
 
 def write_cache(path: str | Path, cache: CalibrationCache) -> None:

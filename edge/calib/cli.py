@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from edge import argtypes
 from edge.calib.cache import ALGORITHMS
 from edge.config import short
-from edge.errors import EdgeError, RunFailed
+from edge.errors import EdgeError, RunFailed, emit, printable
 
 METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, repeated so --help does not import numpy
 # Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
@@ -276,7 +276,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
     from edge.manifest import sha256_file
-    from edge.outputs import Staged, check_outputs, commit_together
+    from edge.outputs import Staged, check_outputs, commit_together, hold
 
     version = trt_version(args.trt_version)
     check_numbers(args)
@@ -295,6 +295,7 @@ def main(args: argparse.Namespace) -> int:
             "--eval": args.eval if args.eval and Path(args.eval).is_dir() else None,
         },
     )
+    _held = hold(cache_path, "--cache")  # noqa: F841 - held to the end of main: a second run on this cache is refused
     model = load_model(path)
     inputs = model_inputs(model)
     if len(inputs) != 1:
@@ -458,7 +459,7 @@ def main(args: argparse.Namespace) -> int:
     elif budget.given:
         lines.append(f"budget {_budget_text(budget)}: met with no layer in FP16")
     if result is not None and not result.met:
-        print("\n".join(lines), flush=True)
+        print("\n".join(printable(line) for line in lines), flush=True)
         raise RunFailed(
             f"the budget {_budget_text(budget)} cannot be met: with every quantized layer in FP16 the best is "
             f"{describe_miss(budget, after, fp32_score)}; try another --method or a looser budget (nothing was written)"
@@ -521,7 +522,7 @@ def main(args: argparse.Namespace) -> int:
     lines.append(f"next, on the Jetson with TensorRT {version} ({dla}):")
     lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
     lines += here_step(args, graph)
-    print("\n".join(lines), flush=True)
+    emit("\n".join(lines))
     return 0
 
 

@@ -64,13 +64,10 @@ def parse(data: bytes, origin: str) -> Sidecar:
 
 def read_sidecar(cache: str | Path) -> Optional[Sidecar]:
     """The sidecar of ``cache``, or None when it has none."""
+    from edge.inputs import read_small
+
     path = sidecar_path(cache)
     if not path.exists():
         return None
-    if not path.is_file():
-        raise EdgeError(f"FP16-layer sidecar {path}: not a file; remove it or write it again with `edge calib`")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise EdgeError(f"FP16-layer sidecar {path}: cannot be read ({exc.strerror})") from None
+    data = read_small(path, MAX_BYTES, "FP16-layer sidecar", "remove it or write it again with `edge calib`")
     return parse(data, f"FP16-layer sidecar {path}")

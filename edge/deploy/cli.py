@@ -27,6 +27,7 @@ from edge import argtypes
 from edge.config import short
 from edge.deploy import target as device
 from edge.errors import EdgeError, RunFailed
+from edge.inputs import missing
 from edge.manifest import refuse_rtx
 
 # Device paths travel inside rsync/scp remote specs, which older servers hand to a shell; keep them plain.
@@ -164,7 +165,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     manifest: Path = args.manifest or engine.with_name(engine.name + ".json")
     for what, path in (("--engine", engine), ("--manifest", manifest), ("--config", args.config)):
         if not path.is_file():
-            raise EdgeError(f"{what} {path}: file not found")
+            raise EdgeError(f"{what} {path}: {missing(path)}")
     if not _ENGINE_RE.fullmatch(engine.name):
         raise EdgeError(f"--engine {engine}: rename the file to letters, digits, '_', '.', '-' only")
     try:

@@ -106,6 +106,8 @@ def _say(line: str) -> None:
 
 def expected_engine(manifest: Path, step: str = "verify") -> Tuple[str, int]:
     """The sha256 and size a manifest records: under ``engine`` as edge-build writes it, or at the top level."""
+    if manifest.exists() and (not manifest.is_file() or manifest.stat().st_size > 1 << 20):
+        raise StepFailed(step, f"{manifest}: not a manifest (a regular file of at most 1 MiB; edge-build writes a few kB)")
     try:
         data = json.loads(manifest.read_text())
     except FileNotFoundError:

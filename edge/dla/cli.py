@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from edge import argtypes
+from edge.errors import printable
 
 TRT_CHOICES = ("8.5", "8.6", "10.3", "10.7", "11.4")  # rules.TRT_VERSIONS, repeated so --help imports nothing heavy
 
@@ -85,11 +85,7 @@ def render(report: Any) -> List[str]:
             + "; --json lists each rule's sources"
         )
     lines.append("prediction only: confirm with config.can_run_on_DLA() and the 'Layers Running on DLA' build log on the device")
-    return [_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line) for line in lines]
-
-
-# Names come from the file: an escape sequence in a node name would drive the terminal (clear it, recolour it).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+    return [printable(line) for line in lines]  # names come from the file: an escape sequence would drive the terminal
 
 
 def main(args: argparse.Namespace) -> int:

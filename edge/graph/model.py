@@ -18,6 +18,7 @@ import numpy as np
 from edge.config import short
 from edge.errors import EdgeError
 from edge.graph.fold import CAP_BYTES, fold
+from edge.inputs import missing
 from edge.lazy import require
 
 Dims = Tuple[Union[int, str], ...]
@@ -35,7 +36,7 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     if not path.exists():  # named as given: pathlib turns asset://x into asset:/x
         raise EdgeError(f"model file not found: {source}")
     if not path.is_file():
-        raise EdgeError(f"not a file: {path}")
+        raise EdgeError(f"model '{path}': {missing(path)}; pass the ONNX file")
     try:
         model = onnx.load(str(path), load_external_data=False)
         external = _external_bytes(model)
@@ -56,10 +57,73 @@ def load_model(source: Union[str, Path, Any]) -> Any:
     damaged = _non_text(model.graph)
     if damaged:
         raise EdgeError(f"{path}: {damaged} is not UTF-8 text; the file is damaged (re-export or copy it again)")
-    broken = off_spec(model)
+    broken = unknown_opset(model) or cycle(model) or off_spec(model)
     if broken:
         raise EdgeError(f"{path}: {broken}; the file does not follow the ONNX spec (re-export it)")
     return model
+
+
+def preflight(path: Path) -> None:
+    """What edge-build checks before TensorRT's parser sees the file, which blocks for good on a FIFO given as
+    external data, and builds graphs with an unknown opset. Weights are not loaded; skipped where onnx is not
+    installed (a runtime-only machine), with the parser's own errors then."""
+    try:
+        onnx = require("onnx")
+    except EdgeError:
+        return
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise EdgeError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {short(str(exc), 160)})") from None
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        target = path.parent / location
+        if not location or not target.is_file():
+            raise EdgeError(
+                f"{path}: the weights of {short(t.name, 60)} should be in '{short(location, 120)}' beside it: "
+                f"{missing(target)}; copy the model's data file with it"
+            )
+    broken = unknown_opset(model) or cycle(model)
+    if broken:
+        raise EdgeError(f"{path}: {broken}; the file does not follow the ONNX spec (re-export it)")
+
+
+def unknown_opset(model: Any) -> Optional[str]:
+    """The standard domain's opset when it is newer than the installed onnx defines (nothing can check such a
+    graph, and TensorRT's parser builds it as if it were an older one), or None."""
+    latest = require("onnx").defs.onnx_opset_version()
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return f"opset {opset} is newer than the installed onnx defines (at most {latest})" if opset > latest else None
+
+
+def cycle(model: Any) -> Optional[str]:
+    """A node of the top-level graph that depends on its own output, through any path, or None (ONNX graphs are
+    acyclic; the ones that are not make every later walk loop or stop early)."""
+    nodes = model.graph.node
+    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    needs = [{producer[x] for x in n.input if x in producer} for n in nodes]
+    users: List[List[int]] = [[] for _ in nodes]
+    for i, deps in enumerate(needs):
+        for d in deps:
+            users[d].append(i)
+    waiting = [len(d) for d in needs]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    for i in ready:  # Kahn's order: the list grows while it is walked
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if len(ready) == len(nodes):
+        return None
+    # Every node still waiting waits on another one still waiting; walking those links must come round to a node twice.
+    stuck, seen = next(i for i, w in enumerate(waiting) if w > 0), set()
+    while stuck not in seen:
+        seen.add(stuck)
+        stuck = next(d for d in needs[stuck] if waiting[d] > 0)
+    name = f" {short(nodes[stuck].name, 60)}" if nodes[stuck].name else ""
+    return f"the graph has a cycle (node {stuck}{name} ({nodes[stuck].op_type}) depends on its own output)"
 
 
 def _external_bytes(model: Any) -> int:

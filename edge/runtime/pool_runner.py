@@ -14,9 +14,8 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from edge.config import SinksConfig
-from edge.errors import EdgeError, RunFailed
-from edge.outputs import write_json
-from edge.redact import redact, redact_data
+from edge.errors import EdgeError, RunFailed, emit
+from edge.redact import redact
 from edge.runtime.engines import create_backend
 from edge.runtime.engines.preprocess import Preprocessor
 from edge.runtime.outputs import open_sinks
@@ -30,6 +29,7 @@ from edge.runtime.runner import (
     check_run_outputs,
     fit_model,
     log_metadata,
+    write_summary,
 )
 from edge.runtime.schedule.pool import Engine, Lane, Pool
 from edge.runtime.sources import open_source
@@ -262,11 +262,10 @@ def run(cfg: Any) -> int:
     )
     log_metadata(runner.backend)
     summary, error = runner.run()
-    print(format_summary(summary))
-    print(redact(format_pool(summary)))  # a lane's error may quote a camera URI
-    print(redact(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"])))
-    if cfg.sinks.summary_json:
-        write_json(cfg.resolve_path(cfg.sinks.summary_json), redact_data(summary))
+    write_summary(cfg, summary)  # the files first: a stdout that fails must not cost the summary file
+    emit(format_summary(summary))
+    emit(redact(format_pool(summary)))  # a lane's error may quote a camera URI
+    emit(redact(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"])))
     if error is not None:
         raise error
     return 0

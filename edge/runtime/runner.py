@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edge.errors import EdgeError, RunFailed, one_line
+from edge.errors import STOP_SIGNALS, EdgeError, RunFailed, emit, one_line
 from edge.lazy import available
 from edge.manifest import read_l4t
 from edge.metadata import NONE, describe
@@ -336,15 +336,21 @@ def _install_signal_handlers(p: Pipeline) -> dict:
 
     def handler(signum: int, _frame: Any) -> None:
         if p.stop_event.is_set():
-            print("edge-run: second signal, aborting without draining", file=sys.stderr, flush=True)
+            _tell("edge-run: second signal, aborting without draining")
             p.abort()
         else:
-            print(
-                f"edge-run: {signal.Signals(signum).name}: stopping capture, draining the pipeline", file=sys.stderr, flush=True
-            )
+            _tell(f"edge-run: {signal.Signals(signum).name}: stopping capture, draining the pipeline")
             p.stop()
 
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, *STOP_SIGNALS)}
+
+
+def _tell(line: str) -> None:
+    """A line on stderr that may be gone (SIGHUP: the terminal closed): the drain must go on without it."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def fit_model(cfg: Any, backend: Any) -> Tuple[Any, Any, Any]:
@@ -465,6 +471,19 @@ def log_metadata(backend: Any) -> None:
         log.info("from the model's Ultralytics metadata: %s", ", ".join(taken))
 
 
+def write_summary(cfg: Any, summary: dict) -> None:
+    """--summary-json, once the run is over: a folder that went away meanwhile is a run that failed (exit 1), not
+    bad input (exit 2), which was checked before the first frame."""
+    if not cfg.sinks.summary_json:
+        return
+    try:
+        write_json(cfg.resolve_path(cfg.sinks.summary_json), redact_data(summary))
+    except RunFailed:
+        raise
+    except EdgeError as exc:
+        raise RunFailed(str(exc)) from None
+
+
 def run(cfg: Any) -> int:
     """Run a config end to end: summary on stdout (and --summary-json), exit status."""
     runner = Runner(cfg)
@@ -478,33 +497,32 @@ def run(cfg: Any) -> int:
     )
     log_metadata(runner.backend)
     summary, error = runner.run()
-    print(format_summary(summary))
+    write_summary(cfg, summary)  # the files first: a stdout that fails must not cost the summary file
+    emit(format_summary(summary))
     ran = f"backend {summary['backend']} ({summary['device']})"
     if summary["dla_core"] is not None:
         ran += f"; DLA core {summary['dla_core']}"
     if summary["preprocess"] == "gpu":
         ran += "; preprocess on the GPU"
-    print(redact(f"{ran}; " + "; ".join(summary["outputs"] or ["no sinks"])))  # outputs name URLs and paths
+    emit(redact(f"{ran}; " + "; ".join(summary["outputs"] or ["no sinks"])))  # outputs name URLs and paths
     engine = summary["engine"]
     if engine is not None:
         ms = engine["gpu_ms_mean"]
         per_frame = ", ".join(f"{k} {v:.2f}" for k, v in ms.items() if v is not None)
-        print(
+        emit(
             f"engine {engine['engine']}: TensorRT {engine['tensorrt']} on {engine['gpu']}, {engine['buffer_sets']} buffer sets"
             + (f"; GPU ms per frame: {per_frame}" if per_frame else "")
         )
     tel = summary["telemetry"]
     if tel["power_w"]["mean"] is not None:
         per_frame = tel["energy_mj_per_frame"]
-        print(
+        emit(
             f"power {tel['power_w']['mean']:.2f} W mean, {tel['power_w']['max']:.2f} W max"
             + (f", {per_frame:.1f} mJ/frame" if per_frame is not None else "")
             + f" ({tel['backend']}, {tel['total_rule']})"
         )
     else:
-        print(f"telemetry: {tel['backend']} (no power readings)")
-    if cfg.sinks.summary_json:
-        write_json(cfg.resolve_path(cfg.sinks.summary_json), redact_data(summary))
+        emit(f"telemetry: {tel['backend']} (no power readings)")
     if error is not None:
         raise error
     return 0

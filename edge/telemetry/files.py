@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
@@ -19,6 +20,8 @@ from edge.telemetry.sample import Sample
 JSONL_NAME = "telemetry.jsonl"
 CSV_NAME = "telemetry.csv"
 META_NAME = "telemetry_meta.json"
+MAX_JSONL_BYTES = 256 << 20  # about three days of 1 Hz samples
+MAX_SAMPLE_LINE = 1 << 16  # a sample with every rail and core is a few kB
 
 
 def write_jsonl(samples: Iterable[Sample], path: str | Path) -> Path:
@@ -42,12 +45,21 @@ def write_meta(meta: Dict[str, Any], path: str | Path) -> Path:
 
 
 def read_jsonl(path: str | Path) -> List[Sample]:
-    """Samples from a telemetry JSONL file written by ``write_jsonl``."""
+    """Samples from a telemetry JSONL file written by ``write_jsonl`` (at most MAX_JSONL_BYTES, lines of at most
+    MAX_SAMPLE_LINE characters: a recording, not a whole disk)."""
+    from edge.inputs import Refused, open_regular
+
     p = Path(path)
     samples = []
     try:
-        with p.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
+        fd = open_regular(p)
+        with open(fd, encoding="utf-8") as f:
+            size = os.fstat(fd).st_size
+            if size > MAX_JSONL_BYTES:
+                raise Refused(0, f"{size} bytes, more than the {MAX_JSONL_BYTES} a recording may hold")
+            for number, line in enumerate(iter(lambda: f.readline(MAX_SAMPLE_LINE + 1), ""), 1):
+                if len(line) > MAX_SAMPLE_LINE:
+                    raise EdgeError(f"{p}:{number}: a line of over {MAX_SAMPLE_LINE} characters is not a telemetry sample")
                 if not line.strip():
                     continue
                 try:

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from edge.errors import EdgeError
 from edge.telemetry.backend import Backend
-from edge.telemetry.files import read_jsonl
+from edge.telemetry.files import MAX_JSONL_BYTES, read_jsonl
 from edge.telemetry.sample import Sample
 from edge.telemetry.tegrastats import parse_file
 
@@ -31,6 +32,12 @@ class ReplayBackend(Backend):
         self._start: Optional[float] = None
 
     def open(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0  # the readers below name a missing or unreadable file
+        if size > MAX_JSONL_BYTES:  # both kinds are held in memory whole while they play
+            raise EdgeError(f"replay file '{self.path}': {size} bytes, more than the {MAX_JSONL_BYTES} a recording may hold")
         if self.path.suffix == ".jsonl":
             self._samples = read_jsonl(self.path)
         else:

@@ -192,9 +192,11 @@ def parse_lines(lines: Iterable[str], interval_s: float = 1.0) -> Iterator[Sampl
 
 def iter_file(path: str | Path, interval_s: float = 1.0) -> Iterator[Sample]:
     """Stream the samples of a tegrastats log file (``tegrastats --logfile``) in constant memory."""
+    from edge.inputs import open_regular
+
     p = Path(path)
     try:
-        f = p.open(encoding="utf-8", errors="replace")
+        f = open(open_regular(p), encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise EdgeError(f"tegrastats log '{p}' does not exist; pass a file written by tegrastats --logfile") from None
     except OSError as exc:

@@ -11,12 +11,14 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
+from edge.inputs import open_regular
+
 MAX_HEADER = 1 << 20  # Ultralytics' header is a few kB (80 class names); a longer "length" is a plan's own bytes
 
 
 def split(path: Path) -> Tuple[int, Optional[Dict[str, Any]]]:
     """(where the plan starts, the JSON header or None); a plain plan is (0, None)."""
-    with open(path, "rb") as f:
+    with open(open_regular(path), "rb") as f:  # a FIFO or device named like an engine is refused, never waited on
         head = f.read(4)
         if len(head) < 4:
             return 0, None
@@ -34,6 +36,6 @@ def split(path: Path) -> Tuple[int, Optional[Dict[str, Any]]]:
 
 
 def read_plan(path: Path, offset: int) -> bytes:
-    with open(path, "rb") as f:
+    with open(open_regular(path), "rb") as f:
         f.seek(offset)
         return f.read()

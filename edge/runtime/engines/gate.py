@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from edge.errors import EdgeError
+from edge.inputs import missing
 from edge.manifest import read_manifest, sha256_file
 
 
@@ -119,7 +120,7 @@ def verify_manifest(engine: Path) -> Dict[str, Any]:
     describes (size, sha256). A build host, CI or a deploy machine can run them on an artefact."""
     manifest = read_manifest(engine)
     if not engine.is_file():
-        raise EdgeError(f"engine '{engine}': file not found beside its manifest; copy the engine and its .json together")
+        raise EdgeError(f"engine '{engine}': {missing(engine)} beside its manifest; copy the engine and its .json together")
     check_file(engine, manifest)
     return manifest
 

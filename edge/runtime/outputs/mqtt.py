@@ -39,6 +39,7 @@ import numpy as np
 
 from edge.config import short
 from edge.errors import EdgeError
+from edge.inputs import missing
 from edge.lazy import require
 from edge.outputs import strict_json
 from edge.redact import MASK, redact
@@ -192,7 +193,7 @@ class MqttSink(Sink):
         for key in ("ca_file", "cert_file", "key_file"):
             path = getattr(cfg, key)
             if path and not os.path.isfile(path):
-                raise EdgeError(f"sinks.mqtt.{key} {path}: file not found")
+                raise EdgeError(f"sinks.mqtt.{key} {path}: {missing(path)}")
         try:
             client.tls_set(ca_certs=cfg.ca_file, certfile=cfg.cert_file, keyfile=cfg.key_file)
         except (ssl.SSLError, OSError, ValueError) as exc:

@@ -17,6 +17,8 @@ from edge.errors import ConfigError
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import PreprocessSpec, Transform
 
+MAX_LABELS_BYTES = 4 << 20  # one class name a line: ImageNet-21k's names are under 1 MB
+
 
 @dataclass
 class Detection:
@@ -86,9 +88,11 @@ def load_labels(cfg: Any) -> List[str]:
         return []
     if isinstance(labels, list):
         return labels
+    from edge.inputs import read_capped
+
     path = Path(cfg.resolve_path(labels))
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return read_capped(path, MAX_LABELS_BYTES).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{cfg.name_of('task.labels')}: {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"

@@ -28,6 +28,7 @@ import numpy as np
 from edge import MAX_IMAGE_PIXELS
 from edge.config import check_source_format
 from edge.errors import EdgeError, RunFailed
+from edge.inputs import open_regular, special
 from edge.redact import redact
 from edge.runtime.sources.frames import Frame, FrameBuffer, FrameRing
 from edge.runtime.sources.pixels import BT601_LIMITED, Colour, colour, pixel_format
@@ -93,6 +94,8 @@ def opencv_name(name: Any, what: str) -> Any:
 class CaptureSource(Source):
     """Anything cv2.VideoCapture opens: video files, V4L2 cameras, GStreamer pipelines."""
 
+    declared = 0  # frames a file's header declares; 0 for a camera or stream, and when it says nothing
+
     def __init__(
         self,
         target: Any,
@@ -112,6 +115,13 @@ class CaptureSource(Source):
             raise EdgeError(
                 f"source '{description}': cannot be opened by OpenCV; check the path/device exists and that cv2 can decode it"
             )
+        cv2 = _cv2()
+        w, h = int(self.cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(self.cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        if w * h > MAX_IMAGE_PIXELS:  # declared by the container or stream: refused before a frame is decoded
+            self.cap.release()
+            raise EdgeError(f"source '{description}': {_too_large(w, h)}")
+        # A file's header says how many frames it holds; fewer read means a truncated or damaged file (told at the end).
+        self.declared = 0 if live else max(0, int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT)))
 
     def _open(self):
         cv2 = _cv2()
@@ -150,6 +160,8 @@ class CaptureSource(Source):
         if buf is not None:  # OpenCV allocated: the frame size changed
             buf.release()
         if image.shape != self._shape:
+            if image.shape[0] * image.shape[1] > MAX_IMAGE_PIXELS:  # a stream that grew, or declared nothing
+                raise RunFailed(f"source '{self.description}': {_too_large(image.shape[1], image.shape[0])}")
             self._check_format(image)
             self._shape = image.shape
         if ring is None:
@@ -174,15 +186,43 @@ class CaptureSource(Source):
 
     def read(self) -> Optional[Frame]:
         frame = self._grab()
+        if frame is None and not self.live:
+            self._tell_short()
         if frame is None and self.loop and not self.live and self._index > 0:
             self.cap.release()
             self.cap = self._open()
             frame = None if self.cap is None else self._grab()
         return frame
 
+    def _tell_short(self) -> None:
+        """At the end of the first pass: a file that ended well before the frame count in its header. The count is
+        an estimate from the duration in some containers, so a frame or two (1 %) short is not told."""
+        if getattr(self, "_told_short", False) or self.declared - self._index <= max(2, self.declared // 100):
+            return
+        self._told_short = True
+        log.warning(
+            "source %s: ended after %d of the %d frames its header declares; the file is truncated or damaged",
+            self.description,
+            self._index,
+            self.declared,
+        )
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        if self.declared:
+            out["declared_frames"] = self.declared
+        return out
+
     def close(self) -> None:
         if self.cap is not None:
             self.cap.release()
+
+
+def _too_large(w: int, h: int) -> str:
+    return (
+        f"frames of {w}x{h} pixels are over the {MAX_IMAGE_PIXELS // 1_000_000}-megapixel cap (image files have it "
+        "too); lower the camera's or stream's resolution"
+    )
 
 
 class StreamSource(CaptureSource):
@@ -265,7 +305,10 @@ class ImageSource(Source):
                 return self._into_ring(image, os.path.basename(path))
             # A file that vanished or is not an image: skip it, but never spin on a folder that emptied.
             self.skipped += 1
-            log.warning("source %s: cannot read %s; skipped", self.description, path)
+            if self.skipped <= WARN_SKIPPED:
+                more = "; further skips are only counted (source.skipped in the summary)" if self.skipped == WARN_SKIPPED else ""
+                why = image_problem(path) or "OpenCV cannot decode it"  # read again only for the few that are told
+                log.warning("source %s: cannot read %s (%s); skipped%s", self.description, path, why, more)
             if self.skipped >= len(self.files) and self._index == 0:
                 raise EdgeError(
                     f"source '{self.description}': none of its {len(self.files)} files could be read as images (corrupt, "
@@ -288,6 +331,8 @@ class ImageSource(Source):
         return {**super().info(), "files": len(self.files), "skipped": self.skipped}
 
 
+WARN_SKIPPED = 10  # a folder of 100,000 broken files must not write 100,000 log lines
+MAX_IMAGE_BYTES = 512 << 20  # the pixel cap in 16-bit RGBA, uncompressed; anything larger is not one image
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -306,7 +351,7 @@ def _checked(path: Any, whole: bool) -> Tuple[Optional[bytes], Optional[str]]:
     an image folder is read once, header check included."""
     p = str(path)
     try:
-        with open(p, "rb") as f:
+        with open(open_regular(p), "rb") as f:  # a FIFO or /dev/zero behind the name is refused, not read
             head = f.read(_HEAD_BYTES)
             f.seek(0, os.SEEK_END)
             size = f.tell()
@@ -315,8 +360,10 @@ def _checked(path: Any, whole: bool) -> Tuple[Optional[bytes], Optional[str]]:
             problem = _problem(p, head, tail, size)
             if problem is not None or not whole:  # the header first: a file past the pixel cap is never read
                 return None, problem
+            if size > MAX_IMAGE_BYTES:
+                return None, f"{size} bytes, more than the {MAX_IMAGE_BYTES >> 20} MiB an image file may hold"
             f.seek(0)
-            return f.read(), None
+            return f.read(MAX_IMAGE_BYTES), None
     except OSError as exc:
         return None, exc.strerror or str(exc)
 
@@ -490,6 +537,11 @@ def open_source(
             if not files:
                 raise EdgeError(f"source '{uri}': the pattern matches no image files")
             src = ImageSource(files, uri, cfg.loop)
+        elif special(path):
+            raise EdgeError(
+                f"source '{uri}': {special(path)}, not a video or image file; give a video file, an image folder or glob, "
+                "/dev/videoN for a camera, csi://N or rtsp://…"
+            )
         else:
             raise EdgeError(
                 f"source '{uri}': no such file or folder; give a video file, an image folder or glob, /dev/videoN, csi://N or rtsp://…"
