@@ -290,38 +290,73 @@ def settle(first: PathLike) -> bool:
     return True
 
 
-def hold(path: Path, flag: str) -> IO[bytes]:
-    """An exclusive lock on the output set named by ``path`` (a cache and its sidecar, an engine and its manifest)
-    for as long as the returned file is open (keep it in a local: it closes when the function that took it ends): a
-    second edge writing the same set is refused at its start, naming the first one's pid, instead of the two
-    commits mixing their files.
+class Held:
+    """A lock taken by ``hold``; ``close()`` (or the object's end) removes the lock file and releases it."""
 
-    The lock is ``.NAME.lock`` beside ``path``, and it stays there: removing it would let a third process lock a
-    new file while a second still holds the old one."""
+    def __init__(self, fd: int, lock: Path) -> None:
+        self.fd, self.lock = fd, lock
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            if _same_file(self.lock, self.fd):
+                os.unlink(self.lock)  # still locked: whoever opened it meanwhile finds it unlinked and starts over
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+    __del__ = close
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    a, b = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def hold(path: Path, flag: str) -> Held:
+    """An exclusive lock on the output set named by ``path`` (a cache and its sidecar, an engine and its manifest)
+    until the returned object is closed or dropped (keep it in a local: it goes when the function that took it
+    ends): a second edge writing the same set is refused at its start, naming the first one's pid, instead of the
+    two commits mixing their files.
+
+    The lock is the file ``.NAME.lock`` beside ``path``, removed on release while still locked; a process that
+    opened it just before finds, once it holds the lock, that the name is no longer its file, and tries again."""
     import fcntl
 
     lock = path.with_name(f".{path.name}.lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
-    except OSError as exc:
-        raise EdgeError(f"{flag} {path}: cannot take its lock {lock.name} ({exc.strerror or exc}); check the folder") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise EdgeError(f"{flag} {path}: its lock {lock.name} is not a regular file; remove it")
+    for _ in range(5):
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 16, 0).decode("ascii", "replace").strip()
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
             raise EdgeError(
-                f"{flag} {path}: another edge (pid {other if other.isdigit() else '?'}) is writing it now; wait for "
-                "it to finish, or choose another path"
+                f"{flag} {path}: cannot take its lock {lock.name} ({exc.strerror or exc}); check the folder"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "r+b", buffering=0)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise EdgeError(f"{flag} {path}: its lock {lock.name} is not a regular file; remove it")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                other = os.pread(fd, 16, 0).decode("ascii", "replace").strip()
+                raise EdgeError(
+                    f"{flag} {path}: another edge (pid {other if other.isdigit() else '?'}) is writing it now; wait "
+                    "for it to finish, or choose another path"
+                ) from None
+            if not _same_file(lock, fd):  # released and removed by its holder after we opened it
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except FileNotFoundError:  # removed between the open and the check: the same, try again
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        return Held(fd, lock)
+    raise EdgeError(f"{flag} {path}: its lock {lock.name} keeps changing; another edge is writing it, try again")
 
 
 def commit_together(staged: Sequence[Staged]) -> List[Path]:

@@ -232,13 +232,18 @@ def test_r7_a_3_gb_labels_file_is_refused_by_its_size(base: Path, tmp_path: Path
 
 
 def test_r8_a_3_gb_telemetry_replay_is_refused_by_its_size(base: Path, tmp_path: Path) -> None:
+    small = tmp_path / "small.jsonl"
+    small.write_text("not a sample\n")
     big = _sparse(tmp_path / "replay.jsonl")
-    o = measured(
-        [*entry("edge-run"), "-c", base, "-q", "--telemetry", "replay", "--set", f"telemetry.replay_path={big}", "--frames", "1"],
-        timeout=60,
-    )
+
+    def run(path: Path) -> object:
+        flags = ["--telemetry", "replay", "--set", f"telemetry.replay_path={path}", "--frames", "1"]
+        return measured([*entry("edge-run"), "-c", base, "-q", *flags], timeout=60)
+
+    o_small, o = run(small), run(big)
+    assert_refused(o_small, "small.jsonl:1: not a telemetry sample", before_work=False)
     assert_refused(o, "replay.jsonl", str(SPARSE), before_work=False)
-    assert o.peak_rss_mb < 600, f"{o.peak_rss_mb:.0f} MB peak{o}"
+    _rss_like_small(o, o_small)
 
 
 def test_r8_a_replay_line_without_end_is_refused_at_its_cap(tmp_path: Path) -> None:
@@ -252,12 +257,15 @@ def test_r8_a_replay_line_without_end_is_refused_at_its_cap(tmp_path: Path) -> N
 
 
 def test_r9_a_3_gb_manifest_is_refused_by_its_size(base: Path, tmp_path: Path) -> None:
-    engine = tmp_path / "sp.engine"
-    engine.write_bytes(b"plan")
+    for name in ("small", "sp"):
+        (tmp_path / f"{name}.engine").write_bytes(b"plan")
+    (tmp_path / "small.engine.json").write_text("not json")
     _sparse(tmp_path / "sp.engine.json")
-    o = measured([*entry("edge-run"), "-c", base, "--engine", engine, "--check"], timeout=60)
+    o_small = measured([*entry("edge-run"), "-c", base, "--engine", tmp_path / "small.engine", "--check"], timeout=60)
+    o = measured([*entry("edge-run"), "-c", base, "--engine", tmp_path / "sp.engine", "--check"], timeout=60)
+    assert_refused(o_small, "small.engine.json", "not valid JSON", before_work=False)
     assert_refused(o, "sp.engine.json", str(SPARSE), before_work=False)
-    assert o.peak_rss_mb < 600, f"{o.peak_rss_mb:.0f} MB peak{o}"
+    _rss_like_small(o, o_small)
 
 
 def _big_video(path: Path, w: int, h: int) -> Path:
@@ -390,7 +398,7 @@ def test_w7_a_second_calibration_of_the_same_cache_is_refused_naming_the_first(t
     finally:
         held.close()
     assert_refused(o, "--cache", "same.cache", f"pid {os.getpid()}")
-    assert not cache.exists()
+    assert not cache.exists() and not (tmp_path / ".same.cache.lock").exists()
     o = edge("calib", model, "--images", imgs, "--cache", cache, timeout=120)
     assert o.code == 0 and cache.exists(), o
 
@@ -541,3 +549,21 @@ def test_w14_calib_with_a_full_stdout_says_its_files_are_written(tmp_path: Path)
     assert_failed_run(o, "stdout", "every output file is written", code=1)
     assert cache.read_text().startswith("TRT-")
     assert json.loads(cache.with_name("full.cache.json").read_text())["edge_fp16_layers"] == 1
+
+
+def test_h3_external_weights_missing_or_special_are_named_before_the_parser(tmp_path: Path) -> None:
+    from edge.errors import EdgeError
+    from edge.graph.model import preflight
+
+    model = _external_model(tmp_path / "ext")
+    preflight(model)  # whole: passes
+    data = tmp_path / "ext" / "w.bin"
+    data.unlink()
+    with pytest.raises(EdgeError) as info:
+        preflight(model)
+    assert str(info.value) == (
+        f"{model}: the weights of 'weight' should be in 'w.bin' beside it: file not found; copy the model's data file with it"
+    )
+    data.symlink_to("/dev/zero")
+    with pytest.raises(EdgeError, match="'w.bin' beside it: a character device, not a regular file"):
+        preflight(model)

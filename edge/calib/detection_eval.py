@@ -27,6 +27,7 @@ import numpy as np
 from edge.calib.datasets import find_images
 from edge.config import short
 from edge.errors import EdgeError
+from edge.inputs import read_small
 from edge.lazy import require
 
 MAX_LABEL_BYTES = 256 << 20  # an annotation file of a few thousand images is megabytes; more is refused unread
@@ -64,12 +65,7 @@ def is_detection_set(folder: str) -> bool:
 
 
 def _read_bytes(path: Path, cap: int, what: str) -> bytes:
-    if not path.is_file():
-        raise EdgeError(f"{what} '{path}': not a regular file")
-    size = path.stat().st_size
-    if size > cap:
-        raise EdgeError(f"{what} '{path}': {size} bytes, more than {cap} for labels; is it the right file?")
-    return path.read_bytes()
+    return read_small(path, cap, what, "is it the right file?")
 
 
 def _coco(root: Path, path: Path, names: List[str]) -> DetectionSet:

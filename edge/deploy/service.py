@@ -30,6 +30,7 @@ from edge import argtypes
 from edge.config import short
 from edge.deploy.target import CONFIG_MODE, NAME_RE, SERVICE_GROUP
 from edge.errors import EdgeError, RunFailed
+from edge.inputs import read_capped
 from edge.outputs import write_atomic
 
 UNIT = "edge-camera@.service"
@@ -171,7 +172,7 @@ def _group_id(root: Path, name: str) -> Optional[int]:
 def _passwd_field(root: Path, table: str, name: str, field: int) -> Optional[str]:
     """Field ``field`` of the entry ``name`` in ``root``'s /etc/passwd or /etc/group (``table``)."""
     try:
-        for line in (root / "etc" / table).read_text(errors="replace").splitlines():
+        for line in read_capped(root / "etc" / table, 16 << 20).decode(errors="replace").splitlines():
             fields = line.split(":")
             if len(fields) > field and fields[0] == name:
                 return fields[field]

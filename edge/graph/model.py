@@ -74,7 +74,9 @@ def preflight(path: Path) -> None:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf's DecodeError and friends
-        raise EdgeError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {short(str(exc), 160)})") from None
+        raise EdgeError(
+            f"{path} is not a readable ONNX model ({type(exc).__name__}: {short(str(exc), 160)}); re-export it or check the download"
+        ) from None
     for t in model.graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -82,7 +84,7 @@ def preflight(path: Path) -> None:
         target = path.parent / location
         if not location or not target.is_file():
             raise EdgeError(
-                f"{path}: the weights of {short(t.name, 60)} should be in '{short(location, 120)}' beside it: "
+                f"{path}: the weights of {short(t.name, 60)} should be in {short(location, 120)} beside it: "
                 f"{missing(target)}; copy the model's data file with it"
             )
     broken = unknown_opset(model) or cycle(model)

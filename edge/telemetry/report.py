@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from edge.errors import EdgeError
+from edge.inputs import read_capped
 from edge.lazy import require
 from edge.outputs import write_atomic
 from edge.redact import redact_data
@@ -66,7 +67,7 @@ def _stage_latencies(frame: Dict[str, Any]) -> Dict[str, float]:
 
 def _read_json(path: Path) -> Dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None)
+        data = json.loads(read_capped(path, 16 << 20), parse_constant=lambda name: None)
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
