@@ -30,11 +30,15 @@ class Throttle:
 
 
 class Heartbeat:
-    """While a step without its own progress runs, say every ``interval_s`` that it is still running."""
+    """While a step without its own progress runs, say every ``interval_s`` that it is still running (the first time
+    after ``first_s``, by default the same)."""
 
-    def __init__(self, label: str, interval_s: float = 10.0, out: Callable[[str], None] = say) -> None:
+    def __init__(
+        self, label: str, interval_s: float = 10.0, out: Callable[[str], None] = say, first_s: Optional[float] = None
+    ) -> None:
         self.label = label
         self.interval_s = interval_s
+        self.first_s = interval_s if first_s is None else first_s
         self.out = out
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -47,8 +51,10 @@ class Heartbeat:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        wait = self.first_s
+        while not self._stop.wait(wait):
             self.out(f"{self.label}… {time.monotonic() - self._start:.0f} s")
+            wait = self.interval_s
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

@@ -521,12 +521,14 @@ class B_IBuilderConfig:
             "default_device_type": trt.DeviceType.GPU,
             "DLA_core": -1,
             "profiling_verbosity": trt.ProfilingVerbosity.LAYER_NAMES_ONLY,
+            "progress_monitor": None,
         }
 
     int8_calibrator = _stored("int8_calibrator")
     default_device_type = _stored("default_device_type")
     DLA_core = _stored("DLA_core")
     profiling_verbosity = _stored("profiling_verbosity")
+    progress_monitor = _stored("progress_monitor")
 
     def set_flag(self, flag: Any) -> None:
         self._flags.add(flag.name)
@@ -766,6 +768,26 @@ class B_ParserError:
         return self._rtx.node_operator()
 
 
+class B_IProgressMonitor:
+    """The abstract base (pyCore.cpp's PyProgressMonitor): the application's subclass supplies the three callbacks."""
+
+    def __init__(self) -> None:
+        pass
+
+
+def _progress(config: Any) -> bool:
+    """What NvInfer.h (10.3) says a build does with a progress monitor: phaseStart, stepComplete for each step
+    ("false to stop the build"), and phaseFinish, also when a step asked to stop. False: the build was cancelled."""
+    monitor = config._values.get("progress_monitor")
+    if monitor is None:
+        return True
+    monitor.phase_start("Building the engine (stand-in)", None, 2)
+    try:
+        return all(monitor.step_complete("Building the engine (stand-in)", step) for step in range(2))
+    finally:
+        monitor.phase_finish("Building the engine (stand-in)")
+
+
 class _Calibrator:
     """The calibrator base classes (pyInt8.cpp): a Python subclass supplies the overrides; get_algorithm is C++."""
 
@@ -881,6 +903,8 @@ def _build(builder: Any, network: Any, config: Any) -> Any:
             return {n: tuple(graph.shape(n)) for n in outputs}
 
         plan.outputs = output_shapes
+    if not _progress(config):
+        return fail("IBuilder::buildSerializedNetwork: Error Code 7: BuildCanceled (stand-in: the progress monitor said stop)")
     m.calls.append(("built", sorted(config._flags), len(profiles), plan.dla_core))
     return trt.IHostMemory._new(m.register(plan))
 
@@ -894,6 +918,7 @@ BEHAVIOURS: Dict[str, type] = {
     "IExecutionContext": B_IExecutionContext,
     "Builder": B_Builder,
     "IBuilderConfig": B_IBuilderConfig,
+    "IProgressMonitor": B_IProgressMonitor,
     "IOptimizationProfile": B_IOptimizationProfile,
     "ITimingCache": B_ITimingCache,
     "IHostMemory": B_IHostMemory,

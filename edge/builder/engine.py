@@ -125,8 +125,11 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
         warnings.simplefilter("ignore", DeprecationWarning)  # EXPLICIT_BATCH is deprecated (and ignored) in 10.x
         network = builder.create_network(flags)
     parser = trt.OnnxParser(network, trt_api.logger())
-    # The parser has no cancel: a signal abandons it (and keeps the network and builder it writes into).
-    if stoppable.call(parser.parse_from_file, str(onnx_path), keep=(network, builder)):
+    # The parser has no cancel: a signal abandons it (and keeps the network and builder it writes into). A parse
+    # that fails fast stays one error line; a long one says it is running after a second.
+    with Heartbeat(f"parsing {onnx_path.name}", first_s=1.0):
+        parsed = stoppable.call(parser.parse_from_file, str(onnx_path), keep=(network, builder))
+    if parsed:
         if network.num_layers == 0 or network.num_outputs == 0:  # some parsers accept an empty or random file
             raise EdgeError(f"{onnx_path}: not an ONNX model (TensorRT's parser found no layers or outputs); re-export it")
         return network, parser
@@ -333,7 +336,6 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         caps = trt_api.detect(trt, builder)
         p = plan(cfg, caps)
         sink.console = None  # a failed parse becomes one EdgeError naming the node; the details stay in the log
-        say(f"parsing {onnx.name} ({onnx.stat().st_size / 1e6:.1f} MB)")
         network, _parser = parse(trt, builder, caps, onnx, p.strongly_typed)
         sink.console = _console
         if not caps.weakly_typed:
