@@ -358,7 +358,7 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
         timing = _load_timing_cache(config, cfg, p)
         cancel = threading.Event()
-        monitor = trt_api.cancelling_monitor(trt, config, cancel)  # noqa: F841 - TensorRT holds no reference of its own
+        monitor = trt_api.cancelling_monitor(trt, config, cancel)  # kept below: TensorRT holds no reference of its own
         sink.console = lambda level, msg: None if cancel.is_set() else _console(level, msg)  # not "BuildCanceled"
         with Heartbeat("building the engine"):
             serialized = stoppable.call(
