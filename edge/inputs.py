@@ -75,8 +75,14 @@ def read_capped(path: PathLike, cap: int) -> bytes:
         size = os.fstat(fd).st_size
         if size > cap:
             raise Refused(0, f"{size} bytes, more than the {cap} this file may hold")
-        data = f.read(cap + 1)
-    if len(data) > cap:  # it grew after the check
+        # read(n) allocates n bytes before reading: ask for what the file holds, and a byte more to see it end.
+        data = f.read(size + 1)
+        while len(data) > size and len(data) <= cap:  # larger than it said (it grew, or procfs says 0)
+            more = f.read(min(1 << 16, cap + 1 - len(data)))
+            if not more:
+                break
+            data += more
+    if len(data) > cap:
         raise Refused(0, f"more than the {cap} bytes this file may hold (it grew while being read)")
     return data
 

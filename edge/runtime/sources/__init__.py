@@ -363,7 +363,7 @@ def _checked(path: Any, whole: bool) -> Tuple[Optional[bytes], Optional[str]]:
             if size > MAX_IMAGE_BYTES:
                 return None, f"{size} bytes, more than the {MAX_IMAGE_BYTES >> 20} MiB an image file may hold"
             f.seek(0)
-            return f.read(MAX_IMAGE_BYTES), None
+            return f.read(size), None  # read(n) allocates n bytes first: the size, not the cap
     except OSError as exc:
         return None, exc.strerror or str(exc)
 
