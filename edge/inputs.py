@@ -54,14 +54,13 @@ class Refused(OSError):
 
 def open_regular(path: PathLike) -> int:
     """A read-only descriptor of ``path`` after checking it is a regular file; ``Refused`` for anything else.
-    O_NONBLOCK makes opening a FIFO return at once (it is then refused by its mode); O_NOCTTY keeps a terminal
-    device from becoming ours."""
+    O_NONBLOCK makes opening a FIFO return at once (it is then refused by its mode; on a regular file the flag has
+    no effect); O_NOCTTY keeps a terminal device from becoming ours."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise Refused(0, f"not a regular file ({kind(mode)})")
-        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -77,11 +76,8 @@ def read_capped(path: PathLike, cap: int) -> bytes:
             raise Refused(0, f"{size} bytes, more than the {cap} this file may hold")
         # read(n) allocates n bytes before reading: ask for what the file holds, and a byte more to see it end.
         data = f.read(size + 1)
-        while len(data) > size and len(data) <= cap:  # larger than it said (it grew, or procfs says 0)
-            more = f.read(min(1 << 16, cap + 1 - len(data)))
-            if not more:
-                break
-            data += more
+        if len(data) > size:  # larger than it said (it grew, or procfs says 0): the rest, to a byte past the cap
+            data += f.read(cap + 1 - len(data))
     if len(data) > cap:
         raise Refused(0, f"more than the {cap} bytes this file may hold (it grew while being read)")
     return data

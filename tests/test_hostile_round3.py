@@ -567,3 +567,26 @@ def test_h3_external_weights_missing_or_special_are_named_before_the_parser(tmp_
     data.symlink_to("/dev/zero")
     with pytest.raises(EdgeError, match="'w.bin' beside it: a character device, not a regular file"):
         preflight(model)
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("a: 1\nb: 2\na: 3\n", "key 'a' is given twice (lines 1 and 3)"),
+        ("{a: 1, a: 2}", "key 'a' is given twice (lines 1 and 1)"),
+        ("top:\n  x: 1\n  y: 2\n  x: 1\n", "key 'x' is given twice (lines 2 and 4)"),
+        ("base: &b {x: 1}\nuse:\n  <<: *b\n  x: 2\n", None),  # a merged key may be overridden
+        ("a: 1\n'1': 2\n1: 3\n", None),  # the string '1' and the integer 1 are two keys
+        ("- {a: 1}\n- {a: 2}\n", None),  # equal keys in two mappings
+    ],
+)
+def test_w12_duplicate_keys_are_found_in_every_mapping_and_only_there(text: str, refused: str) -> None:
+    from edge.config import load_yaml
+    from edge.errors import ConfigError
+
+    if refused is None:
+        load_yaml(text, "t.yaml")
+    else:
+        with pytest.raises(ConfigError) as info:
+            load_yaml(text, "t.yaml")
+        assert str(info.value) == f"t.yaml: {refused}; keep one"

@@ -43,11 +43,14 @@ def test_a_file_larger_than_its_size_says_is_cut_at_the_cap() -> None:
 def test_a_fifo_is_refused_at_once_without_a_writer(tmp_path: Path) -> None:
     fifo = tmp_path / "a.png"
     os.mkfifo(fifo)
+    fds = len(os.listdir("/proc/self/fd"))
     t0 = time.monotonic()
-    with pytest.raises(Refused) as info:
-        open_regular(fifo)
+    for _ in range(3):
+        with pytest.raises(Refused) as info:
+            open_regular(fifo)
     assert time.monotonic() - t0 < 1
     assert info.value.strerror == "not a regular file (a FIFO)"
+    assert len(os.listdir("/proc/self/fd")) == fds, "a refused file's descriptor was left open"
 
 
 @pytest.mark.parametrize(
