@@ -590,3 +590,50 @@ def test_w12_duplicate_keys_are_found_in_every_mapping_and_only_there(text: str,
         with pytest.raises(ConfigError) as info:
             load_yaml(text, "t.yaml")
         assert str(info.value) == f"t.yaml: {refused}; keep one"
+
+
+def test_w10_the_node_named_is_on_the_cycle_not_below_it() -> None:
+    from onnx import helper
+
+    from edge.graph.model import cycle
+
+    nodes = [
+        helper.make_node("Relu", ["b_out"], ["c"], name="below"),  # waits on the cycle without being on it
+        helper.make_node("Add", ["x", "b_out"], ["a_out"], name="A"),
+        helper.make_node("Relu", ["a_out"], ["b_out"], name="B"),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "g", [], []))
+    assert cycle(model) == "the graph has a cycle (node 2 'B' (Relu) depends on its own output)"
+
+
+def test_w11_the_newest_opset_onnx_defines_is_accepted(tmp_path: Path) -> None:
+    import onnx
+    from onnx import helper
+
+    from edge.graph.model import preflight, unknown_opset
+
+    latest = onnx.defs.onnx_opset_version()
+    for opset, refused in ((latest, False), (latest + 1, True)):
+        model = _graph_model(tmp_path / f"o{opset}.onnx", [helper.make_node("Relu", ["x"], ["b_out"])], opset=opset)
+        said = unknown_opset(onnx.load(str(model)))
+        assert said == (f"opset {opset} is newer than the installed onnx defines (at most {latest})" if refused else None)
+        if not refused:
+            preflight(model)
+
+
+def test_preflight_names_a_file_protobuf_cannot_read_and_steps_aside_without_onnx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge.errors import EdgeError, MissingDependency
+    from edge.graph import model as graph_model
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07 not a protobuf " * 8)
+    with pytest.raises(EdgeError, match=r"bad.onnx is not a readable ONNX model \(DecodeError: .*\); re-export it"):
+        graph_model.preflight(bad)
+
+    def no_onnx(name: str, why: str = "") -> None:
+        raise MissingDependency(f"{name} is not installed")
+
+    monkeypatch.setattr(graph_model, "require", no_onnx)
+    graph_model.preflight(bad)  # a runtime-only machine: TensorRT's parser says what is wrong instead
