@@ -232,7 +232,8 @@ _CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("kind, said, most_s", [("cancel", "returned freed\natexit ran", 0.8), ("sleep", "abandoned kept", 1.8)])
 def test_a_signal_ends_the_wait_and_the_call_is_cancelled_or_abandoned(kind: str, said: str, most_s: float) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, kind], stdout=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe is then block-buffered
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, kind], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline() == "ready\n"
     time.sleep(0.3)
     t0 = time.monotonic()
