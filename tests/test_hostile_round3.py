@@ -637,3 +637,24 @@ def test_preflight_names_a_file_protobuf_cannot_read_and_steps_aside_without_onn
 
     monkeypatch.setattr(graph_model, "require", no_onnx)
     graph_model.preflight(bad)  # a runtime-only machine: TensorRT's parser says what is wrong instead
+
+
+def test_w10_a_cycle_fed_by_finished_nodes_is_walked_on_the_cycle(tmp_path: Path) -> None:
+    from onnx import helper
+
+    from edge.errors import EdgeError
+    from edge.graph.model import cycle, preflight
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["p"], name="P"),  # done before the cycle, and an input of it
+        helper.make_node("Add", ["p", "b_out"], ["a_out"], name="A"),
+        helper.make_node("Relu", ["a_out"], ["b_out"], name="B"),
+    ]
+    path = _graph_model(tmp_path / "fed.onnx", nodes)
+    import onnx
+
+    assert cycle(onnx.load(str(path))) == "the graph has a cycle (node 1 'A' (Add) depends on its own output)"
+    with pytest.raises(EdgeError, match=r"fed.onnx: the graph has a cycle .*; the file does not follow the ONNX spec"):
+        preflight(path)
+    with pytest.raises(EdgeError, match=r"opset99.onnx: opset 99 is newer than the installed onnx defines"):
+        preflight(_opset99(tmp_path / "opset99.onnx"))
