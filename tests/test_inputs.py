@@ -146,6 +146,7 @@ def test_a_lock_released_between_open_and_flock_is_taken_again(tmp_path: Path, m
     from edge import outputs
 
     target = tmp_path / "x.cache"
+    base = len(os.listdir("/proc/self/fd"))
     first = outputs.hold(target, "--cache")
     real_flock, calls = fcntl.flock, []
 
@@ -160,6 +161,7 @@ def test_a_lock_released_between_open_and_flock_is_taken_again(tmp_path: Path, m
     assert len(calls) == 2, "the unlinked file was not given up for a new one"
     lock = tmp_path / ".x.cache.lock"
     assert lock.exists() and os.stat(lock).st_ino == os.fstat(second.fd).st_ino
+    assert len(os.listdir("/proc/self/fd")) == base + 1, "the descriptor of the unlinked lock was left open"
     second.close()
 
 
@@ -244,3 +246,41 @@ def test_a_signal_ends_the_wait_and_the_call_is_cancelled_or_abandoned(kind: str
     assert took < most_s, f"{took:.2f} s"
     if kind == "sleep":
         assert took >= 0.9, f"{took:.2f} s: the grace of GRACE_S (1 s) was not given"
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_no_attempt_at_a_lock_leaves_a_descriptor_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edge import outputs
+
+    target = tmp_path / "x.cache"
+    first = outputs.hold(target, "--cache")
+    before = _fds()
+    for _ in range(3):
+        with pytest.raises(EdgeError, match="is writing it now"):
+            outputs.hold(target, "--cache")
+    assert _fds() == before
+    first.close()
+    first.close()
+    os.fstat(0)  # a second close touched no other descriptor (stdin is still open)
+    assert _fds() == before - 1
+
+    real, calls = outputs._same_file, []
+
+    def vanished_once(path: Path, fd: int) -> bool:
+        calls.append(fd)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file or directory")  # removed between the open and the check
+        return real(path, fd)
+
+    monkeypatch.setattr(outputs, "_same_file", vanished_once)
+    held = outputs.hold(target, "--cache")
+    assert len(calls) == 2 and _fds() == before
+    held.close()
+
+    monkeypatch.setattr(outputs, "_same_file", lambda path, fd: False)  # another writer keeps replacing it
+    with pytest.raises(EdgeError, match=r"its lock \.x\.cache\.lock keeps changing; another edge is writing it"):
+        outputs.hold(target, "--cache")
+    assert _fds() == before - 1
