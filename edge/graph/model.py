@@ -344,15 +344,44 @@ def pin_inputs(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> Any:
         declared = _dims(by_name[name]) or ()
         if declared and len(declared) != len(dims):
             raise EdgeError(f"--shape {name}: the model declares {len(declared)} dimensions {_fmt(declared)}, got {len(dims)}")
-        for d, want in zip(declared, dims):
-            if isinstance(d, int) and d > 0 and d != want:
-                raise EdgeError(f"--shape {name}={_fmt(dims)}: the model fixes this input to {_fmt(declared)}")
+        if name in fixed_elsewhere(model, {name: dims}):
+            raise EdgeError(
+                f"--shape {name}={_fmt(dims)}: the model fixes this input to {_fmt(declared)}; with --fix OUT.onnx, "
+                "edge dla writes a copy at this size (for fully convolutional models: the copy is checked in ONNX Runtime)"
+            )
         shape = by_name[name].type.tensor_type.shape
         shape.ClearField("dim")
         for want in dims:
             shape.dim.add().dim_value = want
     del pinned.graph.value_info[:]
     return pinned
+
+
+def fixed_elsewhere(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> List[str]:
+    """The inputs of ``shapes`` whose file declares static dimensions other than the ones asked for."""
+    declared = {i.name: _dims(i) or () for i in model_inputs(model)}
+    return [
+        name
+        for name, dims in shapes.items()
+        if any(isinstance(d, int) and d > 0 and d != want for d, want in zip(declared.get(name, ()), dims))
+    ]
+
+
+def release_inputs(model: Any, names: List[str]) -> Any:
+    """A copy of ``model`` whose named inputs and every output have symbolic dimensions, as a model exported at one
+    size and run at another needs (CenterFace's file is fixed at 10x3x32x32); shape inference re-derives the rest,
+    and a graph that really depends on the old size fails the run that checks the rewrite."""
+    onnx = require("onnx")
+    if _external_bytes(model):
+        raise EdgeError(f"--shape {names[0]}: the model keeps its weights in external files; re-export it at this size")
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for value in [i for i in model_inputs(out) if i.name in names] + list(out.graph.output):
+        for k, d in enumerate(value.type.tensor_type.shape.dim):
+            d.Clear()
+            d.dim_param = f"{value.name}_{k}"
+    del out.graph.value_info[:]
+    return out
 
 
 def _fmt(dims: Dims) -> str:

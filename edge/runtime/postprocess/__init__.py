@@ -78,6 +78,8 @@ _YOLO = {"score_threshold": 0.25, "iou_threshold": 0.7, "max_detections": 300}
 DEFAULTS: Dict[str, Dict[str, float]] = {
     "blazeface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 100},
     "classify": {"score_threshold": 0.0, "iou_threshold": 0.0, "max_detections": 1},
+    "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
+    "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
     **{t: _YOLO for t in ("yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo")},
 }
 

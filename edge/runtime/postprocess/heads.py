@@ -34,6 +34,7 @@ class Head:
     mask_dims: int = 0  # yolo_seg: mask coefficients per candidate
     keypoints: Optional[Tuple[int, int]] = None  # yolo_pose: (count, 2 or 3)
     strides: Tuple[int, ...] = STRIDES
+    levels: List[Tuple[str, str]] = field(default_factory=list)  # picodet: (scores, boxes) per level, stride order
 
     def describe(self) -> str:
         what = self.kind + (f" {self.layout}" if self.layout else "")
@@ -249,6 +250,71 @@ def _fit_deepstream(ctx: Context) -> Fit:
     return Head("deepstream_yolo", {r: t.name for r, t in roles.items()}, classes=ctx.classes or 0)  # type: ignore[union-attr]
 
 
+def _fit_centerface(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    if len(outs) not in (3, 4) or any(len(t.shape) != 4 or not _static(t.shape[1]) for t in outs):
+        return "centerface reads heatmap [1, 1, h, w], scale [1, 2, h, w], offset [1, 2, h, w] and landmarks [1, 10, h, w]"
+    by_c: Dict[int, List[TensorInfo]] = {}
+    for t in outs:
+        by_c.setdefault(t.shape[1], []).append(t)
+    if len(by_c.get(1, ())) != 1 or len(by_c.get(2, ())) != 2 or len(by_c.get(10, ())) != len(outs) - 3:
+        return f"centerface reads outputs of 1, 2, 2 (and 10) channels, got {shown(outs)}"
+    grids = {tuple(t.shape[2:]) for t in outs}
+    if len(grids) != 1:
+        return f"centerface's outputs share one grid, got {shown(outs)}"
+    pair = by_c[2]  # scale before offset, as CenterFace exports them, unless the names say otherwise
+    if "offset" in pair[0].name.lower() or "scale" in pair[1].name.lower():
+        pair = pair[::-1]
+    roles = {"heatmap": by_c[1][0].name, "scale": pair[0].name, "offset": pair[1].name}
+    if 10 in by_c:
+        roles["landmarks"] = by_c[10][0].name
+    return Head("centerface", roles, classes=1, keypoints=(5, 2) if 10 in by_c else None)
+
+
+def _level_stride(ctx: Context, n: int) -> Optional[int]:
+    found = [s for s in (8, 16, 32, 64, 128) if cells(ctx.spec, (s,)) == n]
+    return found[0] if found else None
+
+
+def _fit_picodet(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    usage = "picodet reads per level scores [1, N, C] and box distributions [1, N, 4 * (R + 1)]"
+    if len(outs) < 2 or len(outs) % 2 or any(len(t.shape) != 3 or not all(_static(d) for d in t.shape[1:]) for t in outs):
+        return usage
+    half = len(outs) // 2
+    pairs = list(zip(outs[:half], outs[half:]))  # PaddleDetection's order: every level's scores, then the boxes
+    if any(s.shape[1] != b.shape[1] for s, b in pairs):
+        by_n: Dict[int, List[TensorInfo]] = {}
+        for t in outs:
+            by_n.setdefault(t.shape[1], []).append(t)
+        if any(len(v) != 2 for v in by_n.values()):
+            return f"{usage}, two outputs per level; got {shown(outs)}"
+        pairs = [tuple(v) for v in by_n.values()]  # type: ignore[misc]
+        # here the names' order says nothing: the box distributions are the outputs whose width is a multiple of 4
+        widths = {t.shape[2] for t in outs}
+        if len(widths) != 2:
+            return f"{usage}; got {shown(outs)}"
+        box_w = [w for w in widths if w % 4 == 0 and w >= 8]
+        if len(box_w) != 1:
+            return f"{usage}: cannot tell the scores from the boxes in {shown(outs)}"
+        pairs = [(a, b) if b.shape[2] == box_w[0] else (b, a) for a, b in pairs]
+    classes, box_w = pairs[0][0].shape[2], pairs[0][1].shape[2]
+    if any(s.shape[2] != classes or b.shape[2] != box_w for s, b in pairs) or box_w % 4 or box_w < 8:
+        return f"{usage}; got {shown(outs)}"
+    strides = [_level_stride(ctx, s.shape[1]) for s, _ in pairs]
+    if None in strides or len(set(strides)) != len(strides):
+        return (
+            f"{usage}, one level per stride 8, 16, 32, 64 at the input {ctx.spec.width}x{ctx.spec.height}; "
+            f"the levels have {[s.shape[1] for s, _ in pairs]} anchors"
+        )
+    if not ctx.classes_ok(classes):
+        return ctx.class_note(classes)
+    ordered = sorted(zip(strides, pairs))
+    levels = [(s.name, b.name) for _, (s, b) in ordered]
+    roles = {f"{k}{st}": n for st, (s, b) in ordered for k, n in (("scores", s.name), ("boxes", b.name))}
+    return Head("picodet", roles, classes=classes, strides=tuple(st for st, _ in ordered), levels=levels)
+
+
 FITS: Dict[str, Callable[[Context], Fit]] = {
     "yolo": _fit_yolo,
     "yolo_seg": _fit_seg,
@@ -257,6 +323,8 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "nms_plugin": _fit_nms_plugin,
     "deepstream_yolo": _fit_deepstream,
     "blazeface": _fit_blazeface,
+    "centerface": _fit_centerface,
+    "picodet": _fit_picodet,
     "classify": _fit_classify,
 }
 # Ultralytics' metadata task -> the types that decode it.
@@ -343,6 +411,14 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.classify import Classify
 
         return Classify(task, head.outputs["scores"], labels)
+    if head.kind == "centerface":
+        from edge.runtime.postprocess.centerface import CenterFace
+
+        return CenterFace(task, head, labels, spec.width, spec.height)
+    if head.kind == "picodet":
+        from edge.runtime.postprocess.gfl import Gfl
+
+        return Gfl(task, head, labels, spec.width, spec.height)
     if head.kind in ("yolo", "yolo_seg", "yolo_pose"):
         from edge.runtime.postprocess.yolo import Yolo
 

