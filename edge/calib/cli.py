@@ -320,10 +320,16 @@ def main(args: argparse.Namespace) -> int:
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
     notes: List[str] = []
     task = _task(cfg, model, graph, spec, path, notes)
-    measured = [*graph.outputs, *((fidelity.ANCHORS, fidelity.DETECTIONS) if task is not None else ())]
+    decided = (fidelity.PIXELS,) if task is not None and task.head.kind == "segment" else (fidelity.ANCHORS, fidelity.DETECTIONS)
+    measured = [*graph.outputs, *(decided if task is not None else ())]
     unknown = [o for o in budget.outputs if o not in measured]
     if unknown:
         raise EdgeError(f"--agreement-outputs {unknown[0]}: the measured outputs are {', '.join(measured)}")
+    if args.eval and task is not None and task.head.kind == "segment":
+        raise EdgeError(
+            f"--eval {args.eval}: scores detectors by their boxes; a segmenter's INT8 is measured per pixel "
+            "(the 'pixels' agreement), so leave --eval out"
+        )
     if args.eval and task is not None and Path(args.eval).is_dir():
         from edge.calib import detection_eval
 
@@ -428,7 +434,9 @@ def main(args: argparse.Namespace) -> int:
         + (f" {args.percentile}" if args.method == "percentile" else ""),
         f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
     ]
-    if task is not None:
+    if task is not None and task.head.kind == "segment":
+        lines.append(f"decisions of {task.name}: each pixel's class (the IoU of the FP32 and INT8 class maps)")
+    elif task is not None:
         lines.append(
             f"decisions of {task.name}: "
             + ("the class each anchor picks and " if task.head.kind in ("yolo", "yolo_seg", "yolo_pose") else "")

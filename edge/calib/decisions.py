@@ -5,8 +5,10 @@ picks (or none), and which detections come out of the runtime's own decoder, FP3
   threshold, or background. Agreement counts only anchors where FP32 or INT8 sees an object (background everywhere
   else would make any model agree); an anchor agrees when both pick the same class.
 - **detections** (every detector): FP32's detections matched one to one, best first, with INT8's of the same class at
-  IoU >= 0.5; agreement is the share of FP32's detections INT8 keeps. For a segmenter a match also needs mask
-  IoU >= 0.5.
+  IoU >= 0.5; agreement is the share of FP32's detections INT8 keeps. For an instance segmenter a match also needs
+  mask IoU >= 0.5.
+- **pixels** (semantic segmenters): each pixel's class on the model's map; agreement is the pixels where both give
+  the same reported class over those where either reports one (background and below-threshold pixels aside).
 
 The decoder is the one edge-run uses (``edge.runtime.postprocess``), so the check sees what the camera would report.
 """
@@ -110,6 +112,9 @@ class TaskDecisions:
         return self.decoder({n: v[i : i + 1] for n, v in outputs.items()}, self.transform).detections
 
     def update(self, total: Matched, fp32: Dict[str, np.ndarray], int8: Dict[str, np.ndarray]) -> None:
+        if self.head.kind == "segment":
+            self._pixels(total, fp32, int8)
+            return
         head = self.head.outputs.get("head")
         if head is not None:
             a, b = self.anchor_classes(fp32[head]), self.anchor_classes(int8[head])
@@ -125,3 +130,17 @@ class TaskDecisions:
             total.kept += kept
             total.mask_iou_sum += sum(mask_ious)
             total.masks += len(mask_ious)
+
+    def _pixels(self, total: Matched, fp32: Dict[str, np.ndarray], int8: Dict[str, np.ndarray]) -> None:
+        """A segmenter's decisions are its pixels' classes, on the model's own map: counted where FP32 or INT8 sees
+        a reported class (the intersection over union of the two class maps, every class at once)."""
+        from edge.runtime.postprocess.segment import class_map
+
+        name, task = self.head.outputs["map"], self.decoder.task
+        for a_img, b_img in zip(fp32[name], int8[name]):
+            a = class_map(a_img, name, task.score_threshold, self.head.classes)
+            b = class_map(b_img, name, task.score_threshold, self.head.classes)
+            seen_a = (a >= 0) & (a != self.decoder.background)
+            seen_b = (b >= 0) & (b != self.decoder.background)
+            total.fp32 += int((seen_a | seen_b).sum())
+            total.kept += int((seen_a & (a == b)).sum())

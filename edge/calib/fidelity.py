@@ -24,6 +24,7 @@ from edge.graph.model import Graph
 
 ANCHORS = "anchors"  # the per-anchor class decisions of a YOLO head, in a task-aware check
 DETECTIONS = "detections"  # FP32's detections that INT8 keeps (IoU >= 0.5, same class)
+PIXELS = "pixels"  # a semantic segmenter's pixels whose reported class INT8 keeps (IoU of the two class maps)
 
 # Ops that move values without changing them: a score's meaning passes through them.
 _SHAPE_OPS = frozenset({"Reshape", "Transpose", "Concat", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Gather"})
@@ -160,7 +161,8 @@ class FidelityMeter:
         m, out = self.matched, []
         if self.task.head.kind in ("yolo", "yolo_seg", "yolo_pose"):
             out.append(OutputFidelity(ANCHORS, m.anchors, m.anchors_agree, math.nan, math.nan))
-        out.append(OutputFidelity(DETECTIONS, m.fp32, m.kept, math.nan, math.nan))
+        name = PIXELS if self.task.head.kind == "segment" else DETECTIONS
+        out.append(OutputFidelity(name, m.fp32, m.kept, math.nan, math.nan))
         return out + list(self.results.values())
 
 
@@ -295,7 +297,7 @@ def render(results: List[OutputFidelity], images: int, source: str) -> List[str]
     lines = [f"FP32 vs INT8 (Q/DQ in ONNX Runtime) on {images} images from {source}, no labels needed:"]
     lines.append(f"  {'output':{width}}  {'positions':>10} {'agreement':>10} {'SQNR dB':>8}")
     for r in results:
-        agreement = f"{r.agreement:10.4f}" if r.positions or r.name in (ANCHORS, DETECTIONS) else f"{'-':>10}"
+        agreement = f"{r.agreement:10.4f}" if r.positions or r.name in (ANCHORS, DETECTIONS, PIXELS) else f"{'-':>10}"
         sqnr = f"{r.sqnr_db:8.1f}" if not math.isnan(r.sqnr_db) else f"{'-':>8}"
         lines.append(f"  {r.name:{width}}  {r.positions:10d} {agreement} {sqnr}")
     return lines

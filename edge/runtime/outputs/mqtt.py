@@ -309,7 +309,7 @@ class MqttSink(Sink):
 
     # -- publishing ---------------------------------------------------------
     def write(self, frame: Frame, result: Result, record: dict, annotated: Optional[np.ndarray]) -> None:
-        if self.only_detections and not (result.detections or result.classes):
+        if self.only_detections and not (result.detections or result.classes or result.segments):
             return
         # redact: two substring tests on a plain record; a URI with a password in any string is masked
         payload = redact(json.dumps(strict_json({**record, "t_wall": round(time.time(), 3)}), separators=(",", ":"))).encode()

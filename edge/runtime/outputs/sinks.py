@@ -155,11 +155,22 @@ class DisplaySink(Sink):
         return None
 
 
+_PALETTE = [(0, 200, 255), (255, 80, 80), (80, 255, 80), (255, 0, 255), (0, 255, 255), (160, 80, 255)]  # BGR
+
+
 def annotate(image: np.ndarray, result: Result) -> np.ndarray:
-    """A copy of the frame with boxes, labels, scores and keypoints drawn."""
+    """A copy of the frame with boxes, labels, scores and keypoints drawn, and segments tinted."""
     import cv2
 
     out = image.copy()
+    for k, seg in enumerate(result.segments or []):
+        from edge.runtime.postprocess.masks import decode_rle
+
+        colour = np.array(_PALETTE[k % len(_PALETTE)], np.float32)
+        where = decode_rle(seg.mask)
+        out[where] = (0.5 * out[where] + 0.5 * colour).astype(np.uint8)  # half-transparent, so the scene stays legible
+        x1, y1 = int(seg.box[0]), int(seg.box[1])
+        cv2.putText(out, seg.label, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, tuple(map(int, colour)), 1, cv2.LINE_AA)
     for d in result.detections:
         x1, y1, x2, y2 = (int(round(v)) for v in d.box)
         cv2.rectangle(out, (x1, y1), (x2, y2), (0, 255, 0), 2)

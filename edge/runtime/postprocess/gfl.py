@@ -15,7 +15,7 @@ import numpy as np
 
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
-from edge.runtime.postprocess.boxes import MAX_NMS, as_float, suppress
+from edge.runtime.postprocess.boxes import as_float, pairs, suppress
 from edge.runtime.postprocess.detect import detections
 
 
@@ -44,11 +44,7 @@ class Gfl:
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         scores = np.concatenate([as_float(s, out[s][0]) for s, _ in self.levels])  # (N, C)
-        anchor, cls = np.nonzero(scores > self.task.score_threshold)  # one candidate per (anchor, class) above it
-        conf = scores[anchor, cls]
-        if len(conf) > MAX_NMS:
-            best = np.argpartition(-conf, MAX_NMS - 1)[:MAX_NMS]
-            anchor, cls, conf = anchor[best], cls[best], conf[best]
+        anchor, cls, conf = pairs(scores, self.task.score_threshold)  # one candidate per (anchor, class) above it
         raw = np.concatenate([as_float(b, out[b][0]) for _, b in self.levels])
         bins = raw.shape[1] // 4
         dist = distances(raw[anchor], bins) * self.step[anchor, None]

