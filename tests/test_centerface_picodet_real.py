@@ -351,6 +351,8 @@ def test_picodet_through_dla_calib_and_build(layout, tmp_path):
     assert detections and int(detections[0][1]) >= 5  # FP32 found at least the pages' five figures and texts
     built = _edge("build", "p.qdq.onnx", "-o", "p.engine", cwd=tmp_path)
     assert "precisions fp32, int8" in built and (tmp_path / "p.engine").stat().st_size > 1 << 20
+    fp32 = _edge("build", "asset://picodet-layout", "-o", "fp32.engine", cwd=tmp_path)  # the asset by name, as dla takes it
+    assert "precisions fp32 (strongly typed" in fp32 and (tmp_path / "fp32.engine").is_file()
 
 
 @pytest.mark.slow

@@ -605,3 +605,36 @@ def test_fix_stops_a_check_run_that_does_not_end(tmp_path, capsys, monkeypatch):
     status, out, err = run(capsys, str(path), "--target", "orin", "--fix", str(tmp_path / "f.onnx"))
     assert status == 2 and "ran the model for 1 s and was stopped" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "f.onnx").exists()
+
+
+def _fixed_fc(path) -> None:
+    """x [1, 3, 8, 8] -> Flatten -> MatMul by a [192, 4] weight: a graph that only runs at the size it was made for."""
+    w = numpy_helper.from_array(np.ones((192, 4), np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])],
+        "fc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [w],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def test_a_new_size_for_a_fixed_input_needs_fix_and_a_model_that_runs_at_it(tmp_path):
+    path = tmp_path / "fc.onnx"
+    _fixed_fc(path)
+
+    def dla(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "edge", "dla", str(path), "--target", "orin", "--shape", "x=1x3x16x16", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    plain = dla()
+    assert plain.returncode == 2 and plain.stderr.count("\n") == 1
+    assert "the model fixes this input to 1x3x8x8; with --fix OUT.onnx, edge dla writes a copy at this size" in plain.stderr
+    fixed = dla("--fix", str(tmp_path / "fc16.onnx"))
+    # the MatMul's 192 inputs are 768 at 16x16: ONNX Runtime refuses, nothing is written, one line says why
+    assert fixed.returncode == 2 and not (tmp_path / "fc16.onnx").exists()
+    assert fixed.stderr.count("\n") == 1 and "MatMul dimension mismatch" in fixed.stderr
+    assert "without that check nothing is written" in fixed.stderr

@@ -159,3 +159,16 @@ def test_the_quick_start_writes_only_into_folders_a_fresh_clone_has():
                     assert parent in folders, f"{flag} writes into {parent}/, which a fresh clone lacks"
                     checked += 1
     assert checked >= 2
+
+
+def test_every_example_run_config_loads_with_the_decoder_it_names():
+    """Each configs/*.example.yaml other than the build's parses as a run config (types, keys, literals)."""
+    want = {"centerface": "centerface", "picodet": "picodet", "ssd": "ssd", "rtdetr": "detr", "segment": "segment"}
+    seen = {}
+    for path in sorted((ROOT / "configs").glob("*.example.yaml")):
+        if path.name == "build.example.yaml":
+            continue
+        cfg, _ = load_dataclass(RunConfig, path)
+        seen[path.name.split(".")[0]] = cfg.task.type
+    assert {k: seen[k] for k in want} == want
+    assert seen["ssd"] == "ssd" and len(seen) >= 11

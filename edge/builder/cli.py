@@ -11,7 +11,9 @@ from edge.errors import printable
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the ONNX model (model.path)")
+    p.add_argument(
+        "model", nargs="?", metavar="MODEL.onnx", help="the ONNX model (model.path), or asset://NAME for a pinned asset"
+    )
     p.add_argument(
         "--output",
         "-o",
@@ -103,7 +105,9 @@ def main(args: argparse.Namespace) -> int:
         if value is None:
             continue
         values[key] = os.path.abspath(value) if attr in _PATH_FLAGS else value
-    if args.model:
+    if args.model and args.model.startswith("asset://"):  # as edge dla and edge calib take it
+        values["model.path"], values["model.asset"] = None, args.model[len("asset://") :]
+    elif args.model:
         values["model.asset"] = None
     cfg = load_build_config(args.config, args.set, values, flags=flag_names(_FLAG_KEYS, {"model": "MODEL.onnx"}))
     if cfg.engines is None:

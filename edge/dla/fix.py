@@ -364,7 +364,7 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
             raise EdgeError(f"--fix can only verify float32 inputs; input '{inp.name}' is not")
         feeds[inp.name] = rng.standard_normal(shapes[inp.name]).astype(np.float32)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: a failing run is reported in our one line, not ORT's own too
     want = _run(ort, original, feeds, options)
     got = _run(ort, fixed, feeds, options)
     diffs = {}
@@ -379,7 +379,7 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
 
 def _run(ort: Any, model: Any, feeds: Dict[str, np.ndarray], options: Any) -> Dict[str, np.ndarray]:
     run_options = ort.RunOptions()
-    run_options.log_severity_level = 3
+    run_options.log_severity_level = 4
     # A Loop with a huge trip count would run for ever: ORT stops a run whose terminate flag is set from another thread.
     timer = threading.Timer(VERIFY_SECONDS, lambda: setattr(run_options, "terminate", True))
     timer.daemon = True
