@@ -82,6 +82,14 @@ class Decoded:
         else:  # one box per object already: best first, capped
             keep = idx[: self.task.max_detections]
         boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+        backwards = np.flatnonzero((boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1]))
+        if len(backwards):  # corners come ordered from every such head: these are not x1, y1, x2, y2
+            b = boxes[backwards[0]]
+            raise RunFailed(
+                f"output '{next(iter(self.names.values()))}' gives a box whose far corner is before its near one "
+                f"({', '.join(f'{v:g}' for v in b.tolist())}): not x1, y1, x2, y2 corners (an RT-DETR's normalised "
+                "cx, cy, w, h? task.type detr)"
+            )
         kps = masks = None
         if extra is not None and self.head.keypoints:
             count, dims = self.head.keypoints

@@ -18,11 +18,14 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from edge.errors import RunFailed
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.boxes import as_float, candidates, xywh_to_xyxy
 from edge.runtime.postprocess.decoded import class_ids
 from edge.runtime.postprocess.detect import detections
+
+NORMALISED_SLACK = 0.01  # FP16 engines round a sigmoid's 1.0 a little past it
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -40,10 +43,19 @@ class Detr:
         self.layout = head.layout
         self.size = np.array([width, height, width, height], np.float32)
 
+    def _normalised(self, name: str, boxes: np.ndarray) -> None:
+        """A DETR's boxes leave its head through a sigmoid: values outside 0..1 mean these are not its boxes."""
+        if len(boxes) and (boxes.min() < -NORMALISED_SLACK or boxes.max() > 1 + NORMALISED_SLACK):
+            raise RunFailed(
+                f"output '{name}' gives box values from {boxes.min():g} to {boxes.max():g}, not normalised to the input "
+                "as a DETR's are (an end-to-end YOLO head in pixels? task.type yolo_end2end)"
+            )
+
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         names = self.head.outputs
         if self.layout == "pair":
             boxes = as_float(names["boxes"], out[names["boxes"]][0])
+            self._normalised(names["boxes"], boxes)
             logits = as_float(names["logits"], out[names["logits"]][0])
             if getattr(self.task, "detr_scores", "sigmoid") == "softmax":
                 probs = _softmax(logits)[:, :-1]  # the last class is DETR's "no object"
@@ -58,6 +70,7 @@ class Detr:
         else:
             rows = as_float(names["rows"], out[names["rows"]][0])
             boxes = rows[:, :4]
+            self._normalised(names["rows"], boxes)
             if self.layout == "rows":
                 scores = rows[:, 4]
                 classes_all = class_ids(names["rows"], rows[:, 5], self.head.classes)
