@@ -191,3 +191,23 @@ def test_random_values_decode_inside_the_frame(family, seed, scale, frame):
         assert d.score > 0.3
     for s in result.segments or []:
         assert s.mask["size"] == [h, w] and sum(s.mask["counts"]) == h * w
+
+
+def test_score_functions_hold_for_any_float32_logit():
+    from edge.runtime.postprocess.activations import sigmoid, softmax
+
+    s = sigmoid(np.array([-1000, 0, 2, 1000], np.float32))
+    assert s[0] == 0 and s[1] == 0.5 and s[3] == 1 and s[2] == pytest.approx(1 / (1 + np.exp(-2)))
+    p = softmax(np.array([[0, 2, 0], [80, 82, 80]], np.float32))  # e^82 overflows float32: the shift must hold
+    by_hand = [1 / (np.exp(2) + 2), np.exp(2) / (np.exp(2) + 2), 1 / (np.exp(2) + 2)]
+    assert p[0] == pytest.approx(by_hand) and p[1] == pytest.approx(by_hand)
+
+
+def test_centerface_without_landmarks():
+    """CenterNet-style exports without the landmark head: three outputs, boxes only."""
+    spec, make = FAMILIES["centerface"]
+    outs = make(np.random.default_rng(0))
+    del outs["landmarks"]
+    result = run("centerface", outs, spec, score_threshold=0.5)
+    assert result.detections and all(d.keypoints is None for d in result.detections)
+    assert all(d.label == "face" for d in result.detections)  # no labels given: CenterFace's one class

@@ -145,6 +145,24 @@ def test_letterboxed_frame_takes_the_cells_under_its_pixels():
     assert (frame_classes(res, (2, 4)) == ids[0, 1:3]).all()
 
 
+def test_a_portrait_frame_letterboxed_sideways():
+    """A 2x4 (w x h) frame letterboxed into a 4x4 input sits in columns 1..2: frame column c is input column c + 1."""
+    ids = np.arange(16, dtype=np.int64).reshape(1, 4, 4) % 5
+    spec = PreprocessSpec(4, 4)
+    tf = plan_resize(spec, 2, 4)[2]
+    assert (tf.pad_x, tf.scale_x) == (1.0, 1.0)
+    res = decoder({"ids": ids}, spec, list("abcde"))({"ids": ids}, tf)
+    assert (frame_classes(res, (4, 2)) == ids[0, :, 1:3]).all()
+
+
+def test_class_ids_in_one_channel_of_rank_four():
+    """An ArgMax export that keeps the channel axis ([1, 1, h, w] of int64) reads like [1, h, w]."""
+    ids = np.array([[[[0, 1], [1, 1]]]], np.int64)
+    spec = PreprocessSpec(2, 2)
+    res = decoder({"ids": ids}, spec, ["sky", "sea"])({"ids": ids}, plan_resize(spec, 2, 2)[2])
+    assert [(s.label, s.pixels) for s in res.segments] == [("sea", 3), ("sky", 1)]
+
+
 def test_one_channel_threshold_and_quarter_resolution_map():
     prob = np.zeros((1, 1, 2, 2), np.float32)
     prob[0, 0, 1, 0] = 0.9
@@ -166,6 +184,13 @@ def test_odd_segmentation_outputs():
         decoder({"p": nan}, spec, [])({"p": nan}, tf)
     ids = np.full((1, 4, 4), 7, np.int64)
     with pytest.raises(RunFailed, match="output 'ids' holds class 7, more than the 3 labels name"):
+        decoder({"ids": ids}, spec, ["a", "b", "c"])({"ids": ids}, tf)
+    ids[0, 0, 0] = 2  # the last of three labels: fine
+    ids[0, 1:] = 0
+    ids[0, 0, 1:] = 1
+    assert [s.label for s in decoder({"ids": ids}, spec, ["a", "b", "c"])({"ids": ids}, tf).segments] == ["a", "b", "c"]
+    ids[0, 3, 3] = -1
+    with pytest.raises(RunFailed, match="output 'ids' holds class -1: class ids start at 0"):
         decoder({"ids": ids}, spec, ["a", "b", "c"])({"ids": ids}, tf)
     with pytest.raises(ConfigError, match="is no map"):
         decoder({"p": np.zeros((1, 5, 1, 1), np.float32)}, spec, [], type="segment")

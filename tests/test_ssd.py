@@ -149,3 +149,50 @@ def test_the_converted_model_through_edge_run(tmp_path):
     assert got[0]["score"] == pytest.approx(want[0, 4], abs=0.01)
     h, w = reference("messi5")["image_shape"]
     assert np.abs(np.array(got[0]["box"]) - want[0, :4]).max() <= 0.02 * max(h, w)
+
+
+def test_anchor_options_change_the_count_and_shape_as_tf_defines_them():
+    """Counts by hand: no interpolated anchor leaves five a cell above the lowest layer; on a 600x300 input the
+    anchors stay square in pixels (TF scales the base anchor by the shorter side over each side)."""
+    maps = feature_maps(300, 300, 6)
+    plain = ssd_anchors(SsdConfig(interpolated_scale_aspect_ratio=0.0), maps, 300, 300)
+    assert len(plain) == 19 * 19 * 3 + (10 * 10 + 5 * 5 + 3 * 3 + 2 * 2 + 1) * 5
+    wide = feature_maps(600, 300, 6)
+    assert wide == [(19, 38), (10, 19), (5, 10), (3, 5), (2, 3), (1, 2)]
+    a = ssd_anchors(SsdConfig(), wide, 600, 300)
+    first = a[0]  # the lowest layer's first anchor: scale 0.1, aspect 1
+    assert (first[3] - first[1]) * 600 == pytest.approx((first[2] - first[0]) * 300)
+    assert (first[2] - first[0]) * 300 == pytest.approx(0.1 * 300)  # the shorter side sets the size
+
+
+def test_two_layers_span_min_to_max_scale():
+    """s_k = min + (max - min) * k / (layers - 1): with two layers the second is at max_scale."""
+    cfg = SsdConfig(reduce_boxes_in_lowest_layer=False, aspect_ratios=[1.0], interpolated_scale_aspect_ratio=0.0)
+    a = ssd_anchors(cfg, [(1, 1), (1, 1)], 300, 300)
+    assert (a[:, 2] - a[:, 0]).tolist() == pytest.approx([0.2, 0.95])
+
+
+def test_softmax_scores_and_the_box_coder_by_hand():
+    """Classic SSD's softmax over [background, person, car]: an anchor with logits [0, 2, 0] is a person at
+    e^2 / (e^2 + 2); zero encodings give the anchor itself, ty = 10 moves it down by one anchor height and th = 5 * ln 2
+    doubles its height (FasterRcnnBoxCoder with scale factors 10, 10, 5, 5)."""
+    maps = feature_maps(300, 300, 6)
+    anchors = ssd_anchors(SsdConfig(), maps, 300, 300)
+    n = len(anchors)
+    logits = np.zeros((1, n, 3), np.float32)
+    logits[0, :, 0] = 5.0  # background everywhere ...
+    k = 1000  # ... but here
+    logits[0, k] = [0.0, 2.0, 0.0]
+    enc = np.zeros((1, n, 4), np.float32)
+    outs = {"box_encodings": enc, "class_logits": logits}
+    spec_task = {"ssd": SsdConfig(scores="softmax"), "score_threshold": 0.5}
+    _, rows = decode(outs, labels=("person", "car"), **spec_task)
+    ymin, xmin, ymax, xmax = anchors[k]
+    assert rows.shape == (1, 6) and rows[0, 5] == 0
+    assert rows[0, 4] == pytest.approx(np.exp(2) / (np.exp(2) + 2), abs=1e-6)
+    assert rows[0, :4] == pytest.approx(np.clip([xmin * 300, ymin * 300, xmax * 300, ymax * 300], 0, 300), abs=1e-3)
+    enc[0, k] = [10.0, 0.0, 5 * np.log(2.0), 0.0]
+    _, moved = decode(outs, labels=("person", "car"), **spec_task)
+    h = ymax - ymin
+    cy = (ymin + ymax) / 2 + h
+    assert moved[0, [1, 3]] == pytest.approx(np.clip([(cy - h) * 300, (cy + h) * 300], 0, 300), abs=1e-3)

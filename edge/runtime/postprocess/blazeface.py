@@ -9,6 +9,7 @@ import numpy as np
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import PreprocessSpec, Transform
 from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.activations import sigmoid
 from edge.runtime.postprocess.boxes import as_float, nms
 from edge.runtime.postprocess.detect import detections
 
@@ -43,7 +44,7 @@ class BlazeFace:
         if keep.size == 0:
             return Result()
         reg = np.concatenate([as_float(n, out[n]).reshape(-1, 16) for n in self.box_names])[keep]
-        scores = 1.0 / (1.0 + np.exp(-logits[keep]))
+        scores = sigmoid(logits[keep])
         # Offsets are in input pixels relative to the anchor centre; sizes in input pixels.
         centre = self.anchors[keep] * self.size + reg[:, 0:2]
         half = reg[:, 2:4] / 2

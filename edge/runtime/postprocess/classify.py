@@ -8,12 +8,8 @@ import numpy as np
 
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Classification, Result
+from edge.runtime.postprocess.activations import softmax
 from edge.runtime.postprocess.boxes import as_float
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
 
 
 class Classify:

@@ -21,20 +21,12 @@ import numpy as np
 from edge.errors import RunFailed
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.activations import sigmoid, softmax
 from edge.runtime.postprocess.boxes import as_float, candidates, xywh_to_xyxy
 from edge.runtime.postprocess.decoded import class_ids
 from edge.runtime.postprocess.detect import detections
 
 NORMALISED_SLACK = 0.01  # FP16 engines round a sigmoid's 1.0 a little past it
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow warning for large logits
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 class Detr:
@@ -58,11 +50,11 @@ class Detr:
             self._normalised(names["boxes"], boxes)
             logits = as_float(names["logits"], out[names["logits"]][0])
             if getattr(self.task, "detr_scores", "sigmoid") == "softmax":
-                probs = _softmax(logits)[:, :-1]  # the last class is DETR's "no object"
+                probs = softmax(logits)[:, :-1]  # the last class is DETR's "no object"
                 classes_all = probs.argmax(axis=1)
                 scores = probs[np.arange(len(probs)), classes_all]
             else:  # focal-loss heads rank every (query, class) pair: a query may report two classes
-                flat = _sigmoid(logits).ravel()
+                flat = sigmoid(logits).ravel()
                 pairs = candidates(flat, self.task.score_threshold)[: self.task.max_detections]
                 queries, classes = np.divmod(pairs, logits.shape[1])
                 xyxy = xywh_to_xyxy(boxes[queries]) * self.size

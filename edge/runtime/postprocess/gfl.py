@@ -15,6 +15,7 @@ import numpy as np
 
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.activations import softmax
 from edge.runtime.postprocess.boxes import as_float, pairs, suppress
 from edge.runtime.postprocess.detect import detections
 
@@ -30,9 +31,7 @@ def centres(width: int, height: int, strides: Tuple[int, ...]) -> np.ndarray:
 
 def distances(raw: np.ndarray, bins: int) -> np.ndarray:
     """(K, 4 * bins) logits to (K, 4) expected distances in bins."""
-    logits = raw.reshape(len(raw), 4, bins)
-    e = np.exp(logits - logits.max(axis=2, keepdims=True))
-    return (e * np.arange(bins, dtype=np.float32)).sum(axis=2) / e.sum(axis=2)
+    return (softmax(raw.reshape(len(raw), 4, bins)) * np.arange(bins, dtype=np.float32)).sum(axis=2)
 
 
 class Gfl:

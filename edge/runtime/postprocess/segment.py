@@ -28,7 +28,9 @@ def class_map(value: np.ndarray, name: str, threshold: float, classes: int) -> n
     """(h, w) class ids of one image's output (no batch axis): -1 where a one-channel map is below the threshold."""
     if value.dtype.kind in "iu":
         ids = value.reshape(value.shape[-2:]).astype(np.int64)
-        if ids.size and (ids.min() < -1 or (classes and ids.max() >= classes)):
+        if ids.size and ids.min() < 0:
+            raise RunFailed(f"output '{name}' holds class {int(ids.min())}: class ids start at 0; check task.type")
+        if ids.size and classes and ids.max() >= classes:
             raise RunFailed(f"output '{name}' holds class {int(ids.max())}, more than the {classes} labels name")
         return ids
     scores = as_float(name, value)

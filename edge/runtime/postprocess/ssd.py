@@ -22,6 +22,7 @@ import numpy as np
 
 from edge.runtime.engines.preprocess import Transform
 from edge.runtime.postprocess import Result
+from edge.runtime.postprocess.activations import sigmoid, softmax
 from edge.runtime.postprocess.boxes import as_float, pairs, suppress
 from edge.runtime.postprocess.detect import detections
 
@@ -64,10 +65,6 @@ def ssd_anchors(cfg: Any, maps: Sequence[Tuple[int, int]], width: int, height: i
     return np.concatenate(out).astype(np.float32)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
 class Ssd:
     def __init__(self, task: Any, head: Any, labels: List[str], width: int, height: int) -> None:
         self.task, self.head, self.labels = task, head, labels
@@ -81,7 +78,7 @@ class Ssd:
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         names = self.head.outputs
         logits = as_float(names["scores"], out[names["scores"]]).reshape(len(self.anchors), -1)
-        scores = _sigmoid(logits) if self.cfg.scores == "sigmoid" else _softmax(logits)
+        scores = sigmoid(logits) if self.cfg.scores == "sigmoid" else softmax(logits)
         anchor, cls, conf = pairs(scores[:, 1:], self.task.score_threshold)  # column 0 is background
         enc = as_float(names["boxes"], out[names["boxes"]]).reshape(len(self.anchors), 4)[anchor]
         fy, fx, fh, fw = self.cfg.scale_factors
@@ -91,8 +88,3 @@ class Ssd:
         boxes = np.stack([yx1[:, 1], yx1[:, 0], yx2[:, 1], yx2[:, 0]], axis=1)  # normalised x1, y1, x2, y2
         keep = suppress(boxes, conf, cls, self.task)
         return detections(boxes[keep] * self.size, conf[keep], cls[keep], tf, self.labels)
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
