@@ -211,3 +211,42 @@ def test_centerface_without_landmarks():
     result = run("centerface", outs, spec, score_threshold=0.5)
     assert result.detections and all(d.keypoints is None for d in result.detections)
     assert all(d.label == "face" for d in result.detections)  # no labels given: CenterFace's one class
+
+
+def test_centerface_box_and_landmarks_by_hand():
+    """One face at cell (row 2, column 5) of an 8x8 map over a 32x32 input (stride 4), by CenterFace's definition:
+    height exp(ln 4) * 4 = 16, width exp(ln 2) * 4 = 8, centre ((5 - 0.5 + 0.5) * 4, (2 + 0.25 + 0.5) * 4) = (20, 11),
+    so the box is 16, 3, 24, 19; a landmark of (dy, dx) = (0.5, 0.25) sits at (16 + 0.25 * 8, 3 + 0.5 * 16)."""
+    heat = np.zeros((1, 1, 8, 8), np.float32)
+    heat[0, 0, 2, 5] = 0.9
+    scale = np.zeros((1, 2, 8, 8), np.float32)
+    scale[0, :, 2, 5] = [np.log(4.0), np.log(2.0)]
+    offset = np.zeros((1, 2, 8, 8), np.float32)
+    offset[0, :, 2, 5] = [0.25, -0.5]
+    lm = np.zeros((1, 10, 8, 8), np.float32)
+    lm[0, 0:2, 2, 5] = [0.5, 0.25]
+    outs = {"heatmap": heat, "scale": scale, "offset": offset, "landmarks": lm}
+    (d,) = run("centerface", outs, PreprocessSpec(32, 32), frame=(32, 32)).detections
+    assert d.box == pytest.approx([16.0, 3.0, 24.0, 19.0], abs=1e-4) and d.score == pytest.approx(0.9)
+    assert d.keypoints[0] == pytest.approx([18.0, 11.0], abs=1e-4)
+    assert d.keypoints[1] == pytest.approx([16.0, 3.0], abs=1e-4)  # zero offsets: the box's top-left corner
+
+
+def test_detr_boxes_must_be_normalised_up_to_the_slack():
+    """Sigmoid boxes lie in 0..1; FP16 may round past it by a little (0.01 allowed), never by more."""
+    from edge.runtime.postprocess.detr import NORMALISED_SLACK
+
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, :, :4] = 0.5
+    rows[0, 0] = [0.5, 0.5, 0.2, 0.2, 0.9, 1]
+    for edge_value, ok in ((1 + NORMALISED_SLACK, True), (1.02, False), (-NORMALISED_SLACK, True), (-0.02, False)):
+        rows[0, 1, 2] = edge_value
+        if ok:
+            assert len(run("detr", {"output0": rows}, PreprocessSpec(320, 320)).detections) == 1
+        else:
+            with pytest.raises(RunFailed, match="not normalised to the input as a DETR's are"):
+                run("detr", {"output0": rows}, PreprocessSpec(320, 320))
+    boxes = np.full((1, 300, 4), 0.5, np.float32)
+    boxes[0, 7] = [300.0, 200.0, 50.0, 40.0]  # pixels: an end-to-end YOLO head's, not a DETR's
+    with pytest.raises(RunFailed, match="output 'pred_boxes' gives box values from 0.5 to 300"):
+        run("detr", {"pred_boxes": boxes, "pred_logits": np.zeros((1, 300, 3), np.float32)}, PreprocessSpec(320, 320))
