@@ -207,6 +207,27 @@ def test_detr_softmax_drops_the_no_object_class():
     assert got[0, :4].tolist() == pytest.approx([128.0, 128.0, 192.0, 192.0], abs=1e-3)  # 0.4..0.6 of 320
 
 
+def test_detr_softmax_keeps_the_last_real_class():
+    """The no-object column is the last one only: a query whose best class is the last real one reports it."""
+    boxes = np.full((1, 1, 4), 0.5, np.float32)
+    logits = np.array([[[0.0, 4.0, 0.0]]], np.float32)  # cat, dog, no object
+    _, got = decode({"pred_boxes": boxes, "pred_logits": logits}, ["cat", "dog"], type="detr", detr_scores="softmax")
+    assert got[:, 5].tolist() == [1] and got[0, 4] == pytest.approx(np.exp(4.0) / (np.exp(4.0) + 2), abs=1e-5)
+
+
+def test_detr_boxes_then_class_scores_by_hand():
+    """Older Ultralytics RT-DETR exports: [1, Q, 4 + C], each query's best class and its score."""
+    rows = np.zeros((1, 3, 7), np.float32)
+    rows[0, 0] = [0.5, 0.5, 0.5, 0.5, 0.1, 0.8, 0.3]  # class 1 at 0.8
+    rows[0, 1] = [0.25, 0.25, 0.1, 0.1, 0.6, 0.2, 0.1]  # class 0 at 0.6
+    rows[0, 2] = [0.75, 0.75, 0.1, 0.1, 0.1, 0.1, 0.2]  # nothing above 0.25
+    head, got = decode({"output0": rows}, ["a", "b", "c"], type="detr")
+    assert (head.layout, head.classes) == ("scores", 3)
+    assert got[:, 4].tolist() == pytest.approx([0.8, 0.6]) and got[:, 5].tolist() == [1, 0]
+    assert got[0, :4].tolist() == pytest.approx([80, 80, 240, 240])  # cx, cy 0.5, w, h 0.5 of 320
+    assert got[1, :4].tolist() == pytest.approx([64, 64, 96, 96])
+
+
 def test_metadata_head_that_is_not_a_name_is_ignored():
     from edge.metadata import read
 
