@@ -143,13 +143,13 @@ def test_nothing_found_is_an_empty_result(family):
     assert result.to_dict() == ({"segments": []} if family == "segment" else {"detections": []})
 
 
-AUTO = {"centerface": "centerface", "picodet": "picodet", "segment": "segment", "yolo": "yolo"}
+AUTO = {"centerface": "centerface", "picodet": "picodet", "yolo": "yolo"}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_picks_the_family_or_refuses(family):
-    """auto reads CenterFace, PicoDet, segmenters and YOLO heads from their outputs; an SSD (anchors in the config)
-    and an RT-DETR without its metadata are not guessed."""
+    """auto reads CenterFace, PicoDet and YOLO heads from their outputs; an SSD (anchors in the config), a dense map
+    (a segmenter's, or a depth map's, or features) and an RT-DETR without its metadata are not guessed."""
     spec, make = FAMILIES[family]
     outs = make(np.random.default_rng(0))
     infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in outs.items()]

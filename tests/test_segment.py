@@ -30,8 +30,9 @@ ort = pytest.importorskip("onnxruntime")
 
 
 def decoder(outs, spec, labels, **task):
+    """edge-run's decoder for these outputs; task.type segment unless told otherwise (auto never guesses it)."""
     infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in outs.items()]
-    t = TaskConfig(**task)
+    t = TaskConfig(**{"type": "segment", **task})
     head = heads.choose(t, infos, spec, list(labels))
     return heads.build(head, resolved_task(t, head.kind), infos, spec, list(labels))
 
@@ -196,8 +197,10 @@ def test_odd_segmentation_outputs():
         decoder({"p": np.zeros((1, 5, 1, 1), np.float32)}, spec, [], type="segment")
     with pytest.raises(ConfigError, match="segment does not fit"):
         decoder({"y": np.zeros((1, 84, 8400), np.float32)}, spec, [], type="segment")
-    with pytest.raises(ConfigError, match="yolo does not fit.*task.type segment fits them"):
+    with pytest.raises(ConfigError, match="yolo does not fit"):
         decoder({"p": np.zeros((1, 19, 64, 64), np.float32)}, PreprocessSpec(512, 512), [], type="yolo")
+    with pytest.raises(ConfigError, match="fit none of edge's decoders"):  # auto: a dense map is not guessed
+        decoder({"p": np.zeros((1, 19, 64, 64), np.float32)}, PreprocessSpec(512, 512), [], type="auto")
 
 
 def test_calibration_measures_pixels_the_two_maps_share():

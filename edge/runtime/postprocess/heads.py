@@ -394,6 +394,8 @@ def _fit_detr(ctx: Context) -> Fit:
 def _fit_segment(ctx: Context) -> Fit:
     outs = ctx.outputs
     usage = "segment reads one [1, C, h, w] map of class scores (or one channel of foreground, or [1, h, w] class ids)"
+    if ctx.task.type != "segment":  # feature maps, depth, heatmaps and upscaled images have that shape too
+        return "segment is chosen by task.type segment: a [1, C, h, w] map could be any dense output"
     if len(outs) != 1 or len(outs[0].shape) not in (3, 4):
         return usage
     t = outs[0]
