@@ -271,3 +271,26 @@ def test_centerface_roles_by_name_and_one_grid():
     infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in skewed.items()]
     with pytest.raises(ConfigError, match="centerface's outputs share one grid"):
         heads.choose(TaskConfig(type="centerface"), infos, spec, [])
+
+
+def test_picodet_outputs_in_any_order():
+    """PaddleDetection lists every level's scores, then every level's boxes; other exports interleave them. Then the
+    box distributions are told by their width (a multiple of 4), and a model whose class count is a multiple of 4 too
+    is refused rather than guessed."""
+    spec, make = FAMILIES["picodet"]
+    outs = make(np.random.default_rng(0))
+    interleaved = {k: outs[k] for i in (3, 1, 0, 2) for k in (f"boxes{i}", f"scores{i}")}
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in interleaved.items()]
+    head = heads.choose(TaskConfig(type="picodet"), infos, spec, [])
+    assert head.levels == [(f"scores{i}", f"boxes{i}") for i in range(4)] and head.strides == (8, 16, 32, 64)
+    want = run("picodet", outs, spec, score_threshold=0.5)
+    got = run("picodet", interleaved, spec, score_threshold=0.5)
+    assert [d.to_dict() for d in got.detections] == [d.to_dict() for d in want.detections]
+    eight = {k: (np.concatenate([v] * 3, axis=2)[..., :8] if k.startswith("scores") else v) for k, v in interleaved.items()}
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in eight.items()]
+    with pytest.raises(ConfigError, match="cannot tell the scores from the boxes"):
+        heads.choose(TaskConfig(type="picodet"), infos, spec, [])
+    mixed = dict(outs, scores2=np.zeros((1, 4, 5), np.float32))  # one level with another class count
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in mixed.items()]
+    with pytest.raises(ConfigError, match="picodet reads per level scores"):
+        heads.choose(TaskConfig(type="picodet"), infos, spec, [])
