@@ -49,7 +49,8 @@ class InputConfig:
     std: List[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
 
 
-TASK_TYPES = (
+# auto: recognised from the outputs and the model's metadata (docs/models.md lists each head); or name the decoder
+TaskType = Literal[
     "auto",
     "yolo",
     "yolo_seg",
@@ -64,7 +65,8 @@ TASK_TYPES = (
     "detr",
     "segment",
     "classify",
-)
+]
+TASK_TYPES = typing.get_args(TaskType)
 
 
 @dataclass
@@ -84,23 +86,7 @@ class SsdConfig:
 
 @dataclass
 class TaskConfig:
-    # auto: recognised from the outputs and the model's metadata (docs/models.md lists each head); or name the decoder
-    type: Literal[
-        "auto",
-        "yolo",
-        "yolo_seg",
-        "yolo_pose",
-        "yolo_end2end",
-        "nms_plugin",
-        "deepstream_yolo",
-        "blazeface",
-        "centerface",
-        "picodet",
-        "ssd",
-        "detr",
-        "segment",
-        "classify",
-    ] = "auto"
+    type: TaskType = "auto"
     # null: the decoder's default; YOLO heads use Ultralytics' predict values (conf 0.25, iou 0.7, max_det 300),
     # blazeface 0.5 / 0.3 / 100. A candidate is kept when its score is above score_threshold.
     score_threshold: Optional[float] = None
