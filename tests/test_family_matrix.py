@@ -294,3 +294,17 @@ def test_picodet_outputs_in_any_order():
     infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in mixed.items()]
     with pytest.raises(ConfigError, match="picodet reads per level scores"):
         heads.choose(TaskConfig(type="picodet"), infos, spec, [])
+
+
+def test_picodet_of_one_level_and_too_few_bins():
+    """A GFL head with a single level (two outputs) is still one; a box output of 4 values (one bin a side) is no
+    distribution and is refused."""
+    rng = np.random.default_rng(3)
+    one = {"scores": rng.random((1, 64, 3), np.float32), "boxes": rng.normal(size=(1, 64, 32)).astype(np.float32)}
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in one.items()]
+    head = heads.choose(TaskConfig(type="picodet"), infos, PreprocessSpec(64, 64), [])
+    assert head.strides == (8,) and head.levels == [("scores", "boxes")]
+    flat = {"scores": one["scores"], "boxes": one["boxes"][..., :4]}
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in flat.items()]
+    with pytest.raises(ConfigError, match="picodet reads per level scores"):
+        heads.choose(TaskConfig(type="picodet"), infos, PreprocessSpec(64, 64), [])
