@@ -1,4 +1,4 @@
-"""PP-PicoDet and other GFL heads (NanoDet): per feature level, class scores [1, N, C] (already sigmoid) and box
+"""PP-PicoDet and other GFL heads exported the same way: per feature level, class scores [1, N, C] (already sigmoid) and box
 distributions [1, N, 4 * (R + 1)] exported without their post-processing.
 
 Each level has one anchor point per cell of a grid of stride s, at ((column + 0.5) * s, (row + 0.5) * s). Each side's
@@ -18,15 +18,7 @@ from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.activations import softmax
 from edge.runtime.postprocess.boxes import as_float, pairs, suppress
 from edge.runtime.postprocess.detect import detections
-
-
-def centres(width: int, height: int, strides: Tuple[int, ...]) -> np.ndarray:
-    """Anchor points (N, 2) in input pixels, row-major per level, levels in stride order."""
-    out = []
-    for s in strides:
-        ys, xs = np.meshgrid(np.arange(-(-height // s)), np.arange(-(-width // s)), indexing="ij")
-        out.append((np.stack([xs.ravel(), ys.ravel()], axis=1) + 0.5) * s)
-    return np.concatenate(out).astype(np.float32)
+from edge.runtime.postprocess.yolo import grid
 
 
 def distances(raw: np.ndarray, bins: int) -> np.ndarray:
@@ -38,8 +30,8 @@ class Gfl:
     def __init__(self, task: Any, head: Any, labels: List[str], width: int, height: int) -> None:
         self.task, self.labels = task, labels
         self.levels: List[Tuple[str, str]] = head.levels  # (scores, boxes) output names per level, stride order
-        self.centres = centres(width, height, head.strides)
-        self.step = np.concatenate([np.full(-(-height // s) * -(-width // s), s, np.float32) for s in head.strides])
+        cells, self.step = grid(width, height, list(head.strides))  # YOLOX's grid: the same cells, row-major
+        self.centres = (cells + 0.5) * self.step[:, None]
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         scores = np.concatenate([as_float(s, out[s][0]) for s, _ in self.levels])  # (N, C)
