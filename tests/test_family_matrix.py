@@ -4,7 +4,7 @@ refused naming the output; an output with nothing in it is an empty result; rand
 and never give a box outside the frame.
 
 The per-family files check the decodes themselves against each family's reference code on real outputs
-(test_centerface_picodet_real, test_ssd, test_detr, test_segment, test_yolox_real, test_ultralytics); here the
+(test_centerface_picodet_real, test_ssd, test_ultralytics_detr, test_segment, test_yolox_real, test_ultralytics); here the
 outputs only need the right shapes. The SSD outputs are the real ones recorded from TensorFlow.
 """
 
@@ -156,7 +156,7 @@ def test_auto_picks_the_family_or_refuses(family):
     if family in AUTO:
         assert heads.choose(TaskConfig(), infos, spec, []).kind == AUTO[family]
     elif family == "detr":
-        assert heads.choose(TaskConfig(), infos, spec, []).kind == "yolo_end2end"  # see test_detr: metadata decides
+        assert heads.choose(TaskConfig(), infos, spec, []).kind == "yolo_end2end"  # see test_ultralytics_detr: metadata decides
     elif family == "yolo_end2end":
         assert heads.choose(TaskConfig(), infos, spec, []).kind == "yolo_end2end"
     else:

@@ -161,6 +161,22 @@ def _torchvision_metadata_stand_in(torch_version: str):
         md.version = real
 
 
+@contextmanager
+def _environment_kept():
+    """Undo what importing ultralytics writes into os.environ (OMP_NUM_THREADS=1, an LD_LIBRARY_PATH into cv2's
+    wheel, log levels), which every later test's child processes would inherit.
+
+    torch itself stays in this process: the hostile tests fork edge from pytest under an address-space cap, and a
+    fork of a process holding torch ran out of it (edge calib hung, seen when the RT-DETR tests sorted before
+    tests/test_hostile_*). Test files that import torch are therefore named test_ultralytics*, sorting after them."""
+    kept = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(kept)
+
+
 def _ultralytics():
     """Import torch and the ultralytics modules used here, or skip the calling test with the reason.
 
@@ -181,7 +197,7 @@ def _ultralytics():
 
         if importlib.util.find_spec("ultralytics") is None:
             _skip_missing("ultralytics", "the Ultralytics reference needs the ultralytics package (test-only, AGPL)")
-        with _torchvision_metadata_stand_in(torch.__version__):
+        with _torchvision_metadata_stand_in(torch.__version__), _environment_kept():
             ultralytics = _skip_missing("ultralytics", "ultralytics failed to import")
     else:
         ultralytics = sys.modules["ultralytics"]
