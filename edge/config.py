@@ -62,6 +62,7 @@ TaskType = Literal[
     "centerface",
     "picodet",
     "ssd",
+    "retinaface",
     "detr",
     "segment",
     "classify",
@@ -85,6 +86,17 @@ class SsdConfig:
 
 
 @dataclass
+class PriorsConfig:
+    """task.type retinaface: the prior boxes of Pytorch_Retinaface's ``cfg_mnet`` / ``cfg_re50`` (the defaults): per
+    feature map of stride ``steps[k]``, one square prior per size in ``min_sizes[k]`` (input pixels) at each cell's
+    centre; the box coder's ``variances`` (centre, size)."""
+
+    steps: List[int] = field(default_factory=lambda: [8, 16, 32])
+    min_sizes: List[List[float]] = field(default_factory=lambda: [[16.0, 32.0], [64.0, 128.0], [256.0, 512.0]])
+    variances: List[float] = field(default_factory=lambda: [0.1, 0.2])
+
+
+@dataclass
 class TaskConfig:
     type: TaskType = "auto"
     # null: the decoder's default; YOLO heads use Ultralytics' predict values (conf 0.25, iou 0.7, max_det 300),
@@ -98,6 +110,7 @@ class TaskConfig:
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
     yolo_layout: Literal["auto", "v8", "v8t", "v5", "yolox"] = "auto"
     ssd: SsdConfig = field(default_factory=SsdConfig)  # ssd: the anchors and box coder
+    priors: PriorsConfig = field(default_factory=PriorsConfig)  # retinaface: the prior boxes and variances
     background: Optional[int] = None  # segment: a class id not reported (0 for VOC-style models); null = every class
     detr_scores: Literal["sigmoid", "softmax"] = "sigmoid"  # detr logits: RT-DETR/D-FINE sigmoid; DETR softmax (+ no-object)
     keypoints: Optional[List[int]] = None  # yolo_pose: [count, 2 or 3]; null = the metadata's kpt_shape, else [17, 3]
@@ -393,6 +406,7 @@ MAX_ALIASES = 16
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INPUT_SIDE = 16384  # pixels; one 16384x16384 BGR frame is already 800 MB
 MAX_DETECTIONS = 100_000  # per frame; each is a dict in the results line
+MAX_STRIDE = 1024  # task.priors.steps: a feature map of a stride beyond this is one cell of any input
 
 
 def load_yaml(text: str, origin: str) -> Any:
@@ -627,6 +641,20 @@ def _check(cfg: RunConfig, origin: str) -> None:
         raise bad("task.keypoints", "[count, 2 or 3], e.g. [17, 3] for COCO keypoints with visibility", t.keypoints)
     if not t.anchor_grids or any(len(g) != 2 or min(g) < 1 for g in t.anchor_grids):
         raise bad("task.anchor_grids", "a list of [cells_per_row, anchors_per_cell] pairs", t.anchor_grids)
+    pr = t.priors
+    if (
+        not pr.steps
+        or len(pr.min_sizes) != len(pr.steps)
+        or any(not 1 <= s <= MAX_STRIDE for s in pr.steps)
+        or any(not sizes or any(not 0 < m <= MAX_INPUT_SIDE for m in sizes) for sizes in pr.min_sizes)
+    ):
+        raise bad(
+            "task.priors",
+            f"steps of 1..{MAX_STRIDE} and one list of prior sizes (pixels, > 0) per step",
+            {"steps": pr.steps, "min_sizes": pr.min_sizes},
+        )
+    if len(pr.variances) != 2 or not all(0 < v <= 10 for v in pr.variances):
+        raise bad("task.priors.variances", "two numbers in (0, 10]: centre and size, e.g. [0.1, 0.2]", pr.variances)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
         raise key_error(origin, "task.labels", f"{missing(cfg.resolve_path(t.labels))}: {cfg.resolve_path(t.labels)}")
     p = cfg.pipeline

