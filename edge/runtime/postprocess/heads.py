@@ -395,7 +395,9 @@ def _fit_retinaface(ctx: Context) -> Fit:
             here = [t for t in outs if tuple(t.shape[grid_at]) == (rows, cols)]
             for t in here:
                 c = t.shape[channels_at]
-                role = _retina_role(t, c // len(sizes) if _static(c) and c % len(sizes) == 0 else 0)
+                if _static(c) and c % len(sizes):
+                    continue  # not a whole number of values a prior: no map of this level
+                role = _retina_role(t, c // len(sizes) if _static(c) else None)
                 if role and f"{role}{stride}" not in roles:
                     roles[f"{role}{stride}"] = t.name
         if len(roles) == len(outs) and all(f"{r}{s}" in roles for r in ("boxes", "scores") for s, _, _ in levels):
@@ -404,7 +406,7 @@ def _fit_retinaface(ctx: Context) -> Fit:
             return head
     return (
         f"{usage}: {where} on levels {[[r, c] for _, r, c in levels]} (rows, columns) and {[len(m) for m in cfg.min_sizes]} "
-        f"priors a cell, which the outputs {shown(outs)} do not match"
+        "priors a cell, which the outputs' grids and channels do not match"
     )
 
 

@@ -47,10 +47,8 @@ def prior_boxes(cfg: Any, width: int, height: int) -> np.ndarray:
 
 
 def probabilities(scores: np.ndarray) -> bool:
-    """Whether (N, 2) scores are softmax outputs already (every row in 0..1, summing to 1)."""
-    return bool(
-        len(scores) and scores.min() >= 0.0 and scores.max() <= 1.0 and np.abs(scores.sum(axis=1) - 1.0).max() <= SUM_SLACK
-    )
+    """Whether (N, 2) scores are softmax outputs already: no value below 0, every row summing to 1 (so none above)."""
+    return bool(len(scores) and scores.min() >= 0.0 and np.abs(scores.sum(axis=1) - 1.0).max() <= SUM_SLACK)
 
 
 class RetinaFace:
