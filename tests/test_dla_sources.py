@@ -11,6 +11,7 @@ import pytest
 
 from edge.dla.lowering import PARSER_OPS
 from edge.dla.rules import RULES, TABLES
+from tests.conftest import require_or_skip
 
 REF = Path(__file__).resolve().parents[2] / "shared" / "reference"
 HEADERS = {"8.5": "8.5.2", "8.6": "8.6.1", "10.3": "10.3.0"}
@@ -21,8 +22,7 @@ ACTIVATION = {"RELU": "Relu", "SIGMOID": "Sigmoid", "TANH": "Tanh", "CLIP": "Cli
 
 def header(version: str) -> str:
     path = REF / "tensorrt" / version / "NvInfer.h"
-    if not path.exists():
-        pytest.skip(f"no reference header at {path}")
+    require_or_skip(path.exists(), f"no reference header at {path} (../shared/reference beside the checkout)")
     # The doc comments as prose: '//!' prefixes gone, wrapped lines joined.
     return re.sub(r"[ \t]*\n[ \t]*//![ \t]*", " ", path.read_text(encoding="utf-8", errors="replace"))
 
@@ -90,8 +90,7 @@ def test_the_10_3_header_drops_the_xavier_notes():
 @pytest.mark.parametrize("source", sorted(PARSERS))
 def test_parser_table_matches_the_importers(source):
     path = REF / "onnx-tensorrt" / PARSERS[source]
-    if not path.exists():
-        pytest.skip(f"no reference parser source at {path}")
+    require_or_skip(path.exists(), f"no reference parser source at {path} (../shared/reference beside the checkout)")
     found = set(re.findall(r"DEFINE_BUILTIN_OP_IMPORTER\((\w+)\)", path.read_text(encoding="utf-8", errors="replace")))
     onnx_ops = {
         op for op in found if not op.startswith("TRT_") and op not in ("FallbackPluginImporter", "LocalFunctionImporter", "op")

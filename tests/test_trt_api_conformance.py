@@ -23,6 +23,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
+from tests.conftest import require_or_skip
 from tests.trt_standin import SURFACES, VERSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,8 +216,9 @@ def test_surfaces_match_the_reference_sources_when_they_are_here():
     import importlib.util
 
     reference = ROOT.parent / "shared" / "reference" / "tensorrt"
-    if not reference.is_dir():
-        pytest.skip(f"NVIDIA's binding sources are not at {reference}")
+    require_or_skip(
+        reference.is_dir(), f"NVIDIA's binding sources are not at {reference} (../shared/reference beside the checkout)"
+    )
     spec = importlib.util.spec_from_file_location("trt_surface", ROOT / "scripts" / "trt_surface.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
