@@ -122,11 +122,20 @@ def test_max_frames_limits_capture():
 
 @pytest.mark.parametrize("live", [False, True])
 def test_stop_event_shared_with_the_source_ends_a_blocked_run(live):
+    """A source that would run for ever stops when the shared event is set: no error, and the frames written are
+    the ones read, in order (every one for a file source; a live one may drop, never reorder)."""
     stop = threading.Event()
-    p = make(Counter(10**9, live=live, period=0.01), Collect(), stop_event=stop)
+    sink = Collect()
+    p = make(Counter(10**9, live=live, period=0.01), sink, stop_event=stop)
     p.start()
+    while len(sink.seen) < 3:
+        time.sleep(0.01)
     stop.set()
     assert p.wait(5)
+    assert p.error is None
+    assert len(sink.seen) >= 3 and sink.seen == sorted(set(sink.seen))
+    if not live:
+        assert sink.seen == list(range(len(sink.seen)))
 
 
 def test_status_line_means_are_per_frame_and_queued_is_the_wait_between_stages():

@@ -62,7 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ssh.add_argument(
         "-o", "--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="passed to ssh/scp/rsync as -o (repeatable)"
     )
-    ssh.add_argument("--connect-timeout", type=argtypes.positive_float, default=10.0, metavar="S")
+    ssh.add_argument(
+        "--connect-timeout",
+        type=argtypes.positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds SSH waits for the device to answer (default: 10)",
+    )
     ssh.add_argument("--transfer", choices=("auto", "rsync", "scp"), default="auto", help="auto: rsync when both ends have it")
     ssh.add_argument(
         "--bwlimit", type=argtypes.positive_int, metavar="KIB_S", help="limit the upload bandwidth (slow or shared links)"
