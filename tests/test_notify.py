@@ -59,13 +59,23 @@ def path_socket() -> Iterator[Tuple[str, Receiver]]:
     os.rmdir(folder)
 
 
-def test_without_notify_socket_every_call_is_a_no_op() -> None:
-    notifier = Notifier.from_env({})
+def test_without_notify_socket_every_call_is_a_no_op(path_socket: Tuple[str, Receiver]) -> None:
+    """Outside systemd (no NOTIFY_SOCKET) nothing is sent anywhere, even with a socket listening and a watchdog
+    interval in the environment; with the variable set, the same calls reach it (the control)."""
+    address, receiver = path_socket
+    notifier = Notifier.from_env({"WATCHDOG_USEC": "1000000"})
     assert not notifier.enabled
     assert not notifier.ready() and not notifier.status("x") and not notifier.stopping()
     watchdog = Watchdog.from_env(notifier, {"WATCHDOG_USEC": "1000000"})
     assert not watchdog.enabled
     watchdog.frame_done()
+    time.sleep(0.1)
+    assert receiver.messages == []
+    assert Notifier.from_env({"NOTIFY_SOCKET": address}).ready()
+    deadline = time.monotonic() + 5
+    while not receiver.messages and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [m for _, m in receiver.messages] == ["READY=1"]
 
 
 def test_ready_once_status_and_stopping_on_a_path_socket(path_socket: Tuple[str, Receiver]) -> None:

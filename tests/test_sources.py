@@ -110,4 +110,16 @@ def test_stream_passwords_are_redacted_in_logs():
 
 
 def test_live_flag_can_be_forced(megamind):
-    assert open_source(SimpleNamespace(uri=str(megamind), loop=False, live=True), threading.Event()).live
+    """source.live overrides what the URI suggests, both ways: a file read as a live feed never reports a short
+    file at its end (a live feed has no length), and the run summary says which it was."""
+    default = open_source(SimpleNamespace(uri=str(megamind), loop=False, live=None), threading.Event())
+    forced = open_source(SimpleNamespace(uri=str(megamind), loop=False, live=True), threading.Event())
+    assert (default.live, forced.live) == (False, True)
+    assert (default.info()["live"], forced.info()["live"]) == (False, True)
+    told = []
+    for src in (default, forced):
+        src.declared = 10_000  # a header promising far more frames than the file holds
+        while src.read() is not None:
+            pass
+        told.append(getattr(src, "_told_short", False))
+    assert told == [True, False]  # the file source warns of a truncated file; the live one has no length to miss

@@ -69,13 +69,19 @@ def test_ring_buffer_is_bounded_and_counts_what_it_dropped():
 
 
 def test_samples_copy_is_safe_while_the_thread_appends():
+    """Readers copy while the thread appends: no "deque mutated" error, and every copy is a consistent window: at
+    most the capacity, in reading order (SlowBackend's total_mw counts its reads), and the reader's own list."""
     sampler = Sampler(SlowBackend(0.0), interval_s=0.0001, capacity=1000).start()
     errors = []
 
     def reader():
         try:
             for _ in range(2000):
-                sampler.samples()
+                copy = sampler.samples()
+                counts = [s.total_mw for s in copy]
+                if len(copy) > 1000 or counts != sorted(set(counts)):
+                    errors.append(f"inconsistent window of {len(copy)}")
+                copy.clear()  # the caller's list: the sampler's buffer keeps its samples
         except RuntimeError as exc:
             errors.append(exc)
 
@@ -86,6 +92,7 @@ def test_samples_copy_is_safe_while_the_thread_appends():
         t.join()
     sampler.stop()
     assert errors == []
+    assert len(sampler.samples()) == min(1000, sampler.backend.reads - 1)  # one read raised; the rest are kept
 
 
 def test_unknown_backend_and_bad_interval_are_edge_errors():

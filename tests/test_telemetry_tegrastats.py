@@ -217,10 +217,17 @@ def test_backend_reads_a_stand_in_process_until_it_exits(tmp_path):
 
 
 def test_backend_close_stops_a_running_child(tmp_path):
+    """close() ends a tegrastats that would print for 120 s more, by SIGTERM (SIGKILL only after 2 s)."""
+    import signal
+
     backend = TegrastatsBackend(interval_s=0.1, cmd=_stand_in(tmp_path, REAL_LINES * 200))
     backend.open()
+    deadline = time.monotonic() + 10
+    while backend.read() is None:  # running and printing
+        assert time.monotonic() < deadline, "the stand-in printed nothing"
+        time.sleep(0.02)
     backend.close()
-    assert backend._proc.returncode is not None
+    assert backend._proc.returncode == -signal.SIGTERM  # not -SIGKILL: it ended within the 2 s SIGTERM allows
 
 
 def test_replay_of_a_tegrastats_log(tmp_path):
