@@ -50,6 +50,7 @@ setup(
         "fleet": FLEET,
         # Checks CI runs besides the tests: lint, the import contract, the strict docs build.
         "dev": [*TEST_REQUIRES, "ruff==0.17.6", "import-linter", "mkdocs"],
+        "mutation": ["mutmut==3.8.1"],  # scripts/mutate.py
     },
     # The systemd unit for `edge service install`, where a wheel install can find it.
     data_files=[("share/edge/systemd", ["systemd/edge-camera@.service", "systemd/edge-camera.sysusers"])],

