@@ -16,8 +16,9 @@ APT_PACKAGES=(
 )
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test.sh: installing Debian packages for the loopback servers: ${APT_PACKAGES[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
+  # Wait up to 10 minutes for another apt or unattended-upgrades holding the lock, instead of failing at once.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
 fi
 
 # Outside a virtual environment (a fresh machine; Debian's Python refuses pip there), make and use .venv.
