@@ -81,9 +81,12 @@ def limits(
     address_space: Optional[int] = MAX_AS,
     umask: Optional[int] = None,
 ) -> Callable[[], None]:
-    """A preexec_fn: RLIMIT_FSIZE (bytes), RLIMIT_AS and umask, set in the child only."""
+    """A preexec_fn: RLIMIT_FSIZE (bytes), RLIMIT_AS and umask, set in the child only. SIGINT starts at its default
+    too: a pytest started in the background by a non-interactive shell has it ignored, which every child would
+    inherit (POSIX keeps an ignored signal ignored across exec, and Python then installs no KeyboardInterrupt)."""
 
     def apply() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         if address_space is not None:
