@@ -163,9 +163,7 @@ _FIELDS = (
 def check_types(data: Dict[str, Any], path: Path) -> None:
     """Every field the run side reads has the type edge-build writes; one line naming the first that has not."""
     for key, ok, what in _FIELDS:
-        section, _, field = key.partition(".")
-        if field and not isinstance(data.get(section), dict):
-            continue  # the section's own check has said it
+        section, _, field = key.partition(".")  # _FIELDS checks each section before its fields: it is a dict here
         value = data[section].get(field) if field else data.get(section)
         if field and field not in data[section] and key != "engine.sha256":
             continue

@@ -65,3 +65,89 @@ def test_fields_of_the_wrong_type_are_one_line_naming_the_key(tmp_path, section,
     with pytest.raises(EdgeError, match=rf"key '{key}' should be") as info:
         read_manifest(engine)
     assert "\n" not in str(info.value)
+
+
+BASE = {"manifest_version": 1, "engine": {"sha256": "0" * 64, "size": 4}, "tensorrt": {}, "device": {}, "dla": {}, "io": []}
+
+
+def _read(tmp_path, **sections):
+    (tmp_path / "m.engine.json").write_text(json.dumps({**BASE, **sections}))
+    return read_manifest(tmp_path / "m.engine")
+
+
+@pytest.mark.parametrize("cc", ["8.7", "sm_87", 8.7, [8, 7], None])
+def test_compute_capabilities_edge_build_or_a_person_writes_are_read(tmp_path, cc):
+    assert _read(tmp_path, device={"compute_capability": cc})["device"]["compute_capability"] == cc
+
+
+@pytest.mark.parametrize("cc, shown", [([8, 7, 2], "[8, 7, 2]"), ([8], "[8]"), ([8, "7"], "[8, '7']"), (True, "True")])
+def test_a_compute_capability_that_is_no_pair_is_refused_showing_it(tmp_path, cc, shown):
+    with pytest.raises(EdgeError) as info:
+        _read(tmp_path, device={"compute_capability": cc})
+    msg = str(info.value)
+    assert f"key 'device.compute_capability' should be a compute capability such as \"8.7\", got {shown};" in msg
+    assert msg.endswith("the manifest was edited or damaged: copy it again with its engine, or rebuild with edge-build")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_compute_capability_of_nan_or_infinity_is_refused(tmp_path, value):
+    (tmp_path / "m.engine.json").write_text(
+        json.dumps(BASE).replace('"device": {}', f'"device": {{"compute_capability": {value}}}')
+    )
+    with pytest.raises(EdgeError, match="key 'device.compute_capability' should be"):
+        read_manifest(tmp_path / "m.engine")
+
+
+def test_an_engine_section_without_its_sha256_is_refused(tmp_path):
+    """Other fields may be missing (null where edge-build writes null); the engine's digest may not: nothing else
+    ties the manifest to the file."""
+    with pytest.raises(EdgeError, match="key 'engine.sha256' should be 64 hex digits, got None"):
+        _read(tmp_path, engine={"size": 4})
+    assert _read(tmp_path, device={"gpu_name": "Orin"})["device"] == {"gpu_name": "Orin"}  # the others may be absent
+
+
+def test_a_manifest_that_is_no_object_lists_every_key_it_lacks(tmp_path):
+    (tmp_path / "m.engine.json").write_text("[1, 2]")
+    with pytest.raises(EdgeError) as info:
+        read_manifest(tmp_path / "m.engine")
+    assert "missing keys manifest_version, engine, tensorrt, device, dla, io; rebuild the engine with edge-build" in str(
+        info.value
+    )
+
+
+def test_an_oversized_manifest_is_refused_before_it_is_read(tmp_path):
+    (tmp_path / "m.engine.json").write_bytes(b" " * (2 << 20))
+    with pytest.raises(EdgeError) as info:
+        read_manifest(tmp_path / "m.engine")
+    msg = str(info.value)
+    assert "manifest" in msg and "m.engine.json" in msg and "rebuild the engine with edge-build" in msg
+
+
+def test_the_written_manifest_is_indented_in_the_writers_order(tmp_path):
+    """People read the sidecar: two-space indents, manifest_version first as edge-build puts it (not sorted)."""
+    from edge.manifest import manifest_text
+
+    text = manifest_text({**BASE, "build": {"seconds": 1}})
+    assert text.startswith('{\n  "manifest_version": 1,\n  "engine": {\n    "sha256": ') and text.endswith("}\n")
+    with pytest.raises(ValueError, match="manifest lacks tensorrt, io"):
+        manifest_text({k: v for k, v in BASE.items() if k not in ("tensorrt", "io")})
+
+
+def test_l4t_of_an_unknown_release_and_of_damaged_bytes(tmp_path):
+    f = tmp_path / "nv_tegra_release"
+    f.write_bytes(b"# R99 (release), REVISION: 1.0, GCID: \xff\xfe, BOARD: generic\n")  # not UTF-8 after the part read
+    assert read_l4t(f) == {"l4t": "99.1.0", "jetpack": "unknown"}
+    f.write_text("# a file of another format\n")
+    assert read_l4t(f) is None
+
+
+def test_an_rtx_engine_is_refused_naming_its_api(tmp_path):
+    from edge.manifest import refuse_rtx
+
+    with pytest.raises(EdgeError) as info:
+        refuse_rtx("m.engine", {"tensorrt": {"api": "tensorrt_rtx"}})
+    assert str(info.value) == (
+        "engine 'm.engine' was built with TensorRT-RTX (its manifest's tensorrt.api), which edge-run does not run; "
+        "build the engine on the Jetson with edge-build"
+    )
+    refuse_rtx("m.engine", {"tensorrt": {"api": "tensorrt"}})  # the Jetson's TensorRT: nothing to refuse
