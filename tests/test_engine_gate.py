@@ -96,6 +96,11 @@ def test_a_dla_core_the_module_lacks_says_which_it_has(engine):
     msg = refused(choose_dla_core, engine, m, 3, ORIN)
     assert msg == f"engine '{engine}': --dla 3 asks for DLA core 3, but this module has DLA cores 0..1; use --dla 0"
     assert choose_dla_core(engine, m, 0, ORIN) == 0 and choose_dla_core(engine, m, None, ORIN) == 1
+    gpu_only = manifest(engine)
+    assert refused(choose_dla_core, engine, gpu_only, 0, ORIN) == (
+        f"engine '{engine}' was built for the GPU only (manifest dla.core is null), so --dla 0 cannot put it on the "
+        "DLA: drop --dla, or rebuild with edge-build --dla 0"
+    )
 
 
 def test_the_whole_gate_names_the_engine_in_each_refusal(engine):
