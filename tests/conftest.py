@@ -46,6 +46,22 @@ def megamind() -> Path:
 
 
 @pytest.fixture(scope="session")
+def megamind_every_9th(megamind: Path) -> list:
+    """Every 9th frame of the real clip's 270 (30 frames: faces near and far, turned, two at once, none)."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(megamind))
+    frames = []
+    for i in range(270):
+        ok, frame = cap.read()
+        assert ok, f"Megamind.avi ended at frame {i}"
+        if i % 9 == 0:
+            frames.append(frame)
+    cap.release()
+    return frames
+
+
+@pytest.fixture(scope="session")
 def megamind_frames(megamind: Path) -> dict:
     """Frames of the real clip by index (a handful that the tests use)."""
     import cv2

