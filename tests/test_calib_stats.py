@@ -160,7 +160,18 @@ def test_collect_runs_onnx_runtime_and_matches_numpy_on_the_same_tensors():
     frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(7)]
     images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))
     # A budget of two images' tensors: several batches and a short last one.
-    stats = collect(model, graph, images, acts, budget_bytes=2 * 2 * 4 * (192 + 256 * 3 + 10), max_batch=32)
+    calls = []
+    stats = collect(
+        model,
+        graph,
+        images,
+        acts,
+        budget_bytes=2 * 2 * 4 * (192 + 256 * 3 + 10),
+        max_batch=32,
+        progress=lambda *a: calls.append(a),
+    )
+    size = calls[0][1]  # progress(images done, batch size) after every batch, the last one short
+    assert 1 < size < 7 and calls == [(min(k * size, 7), size) for k in range(1, math.ceil(7 / size) + 1)], calls
     batch = np.concatenate(list(images.batches(7)))
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert stats["x"].absmax == pytest.approx(float(np.abs(batch).max()))
@@ -364,3 +375,47 @@ def test_the_collector_frees_each_tensor_of_a_run_once_counted():
     collector.update(run)
     assert run == {} and set(collector.stats) == {"a", "b"}  # the integer tensor is dropped, not counted
     assert collector.stats["b"].absmax == 5.0 and collector.stats["b"].hist.sum() == 6
+
+
+def _fixed_batch_model(n: int) -> onnx.ModelProto:
+    model = _tiny_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = n
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = n
+    return model
+
+
+def test_a_fixed_batch_model_counts_whole_batches_only():
+    """A model exported with batch 4 cannot take the short last batch: 7 images count as one batch of 4."""
+    from edge.calib.stats import fixed_batch
+
+    model = _fixed_batch_model(4)
+    graph = prepare(model, {})
+    assert fixed_batch(graph) == 4 and fixed_batch(prepare(_tiny_model(), {"x": (1, 3, 8, 8)})) is None
+    rng = np.random.default_rng(3)
+    frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(7)]
+    images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))
+    calls = []
+    stats = collect(model, graph, images, ["x"], progress=lambda *a: calls.append(a))
+    assert calls == [(4, 4)] and stats["x"].hist.sum() == 4 * 3 * 8 * 8
+    few = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], 3)
+    with pytest.raises(EdgeError, match="the model's input has a fixed batch of 4 but only 3 images were given"):
+        collect(model, graph, few, ["x"])
+
+
+def test_calibration_sessions_take_the_thread_count_and_say_what_is_missing(monkeypatch):
+    import sys
+
+    from edge.calib.stats import TensorTap, session_options
+    from edge.lazy import MissingDependency
+
+    opts, disabled = session_options(threads=1)
+    assert opts.intra_op_num_threads == 1 and disabled == []
+    assert session_options(simulated_int8=True)[1] == ["DoubleQDQPairsRemover"]
+    tap = TensorTap(_tiny_model(), [["relu"]], threads=1)
+    assert tap.sessions[0][0].get_session_options().intra_op_num_threads == 1
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingDependency, match="'onnxruntime' is needed for running the model for calibration but"):
+        session_options()
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(MissingDependency, match="'onnx' is needed for exposing intermediate tensors but"):
+        TensorTap(_tiny_model(), [["relu"]])
