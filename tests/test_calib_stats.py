@@ -419,3 +419,36 @@ def test_calibration_sessions_take_the_thread_count_and_say_what_is_missing(monk
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(MissingDependency, match="'onnx' is needed for exposing intermediate tensors but"):
         TensorTap(_tiny_model(), [["relu"]])
+
+
+def test_weight_slots_and_integer_outputs_take_no_scale():
+    """TensorRT's ONNX parser takes Conv's kernel and bias, BatchNormalization's four and InstanceNormalization's two
+    as layer weights; a constant any other op reads (here an Add's per-channel term) becomes a constant layer whose
+    output needs a scale. An integer output (ArgMax's class ids) is no INT8 activation."""
+    rng = np.random.default_rng(4)
+
+    def const(name, *shape):
+        return numpy_helper.from_array(rng.normal(size=shape).astype(np.float32), name)
+
+    inits = [const("w", 4, 3, 3, 3), const("b", 4), const("s", 4), const("bb", 4), const("m", 4), const("v", 4),
+             const("is", 4), const("ib", 4), const("c", 1, 4, 1, 1)]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["conv"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["conv", "s", "bb", "m", "v"], ["bn"]),
+        helper.make_node("InstanceNormalization", ["bn", "is", "ib"], ["inorm"]),
+        helper.make_node("Add", ["inorm", "c"], ["add"]),
+        helper.make_node("ArgMax", ["add"], ["ids"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slots",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [
+            helper.make_tensor_value_info("add", TensorProto.FLOAT, [1, 4, 8, 8]),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 1, 8, 8]),
+        ],
+        inits,
+    )
+    acts, consts = calibration_tensors(prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), {}))
+    assert acts == ["x", "conv", "bn", "inorm", "add"]
+    assert sorted(consts) == ["c"]
