@@ -452,3 +452,29 @@ def test_weight_slots_and_integer_outputs_take_no_scale():
     acts, consts = calibration_tensors(prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), {}))
     assert acts == ["x", "conv", "bn", "inorm", "add"]
     assert sorted(consts) == ["c"]
+
+
+def test_a_run_of_several_images_counts_each_image_as_one_would():
+    """Sampling starts above SAMPLE_ABOVE values per image: a run of 2 images of 0.75 x that each is counted whole,
+    a single image of 1.5 x that is sampled, through TensorStats.add and through the Collector alike."""
+    from edge.calib.stats import SAMPLE_ABOVE
+
+    values = np.random.default_rng(5).normal(size=int(1.5 * SAMPLE_ABOVE)).astype(np.float32)
+    one, two = TensorStats("t"), TensorStats("t")
+    one.add(values)  # one image by default
+    two.add(values, images=2)
+    assert 0 < one.hist.sum() < values.size and two.hist.sum() == values.size
+    collector = Collector(["t"])
+    collector.update({"t": values.copy()}, images=2)
+    assert collector.stats["t"].hist.sum() == values.size
+
+
+def test_a_missing_onnxruntime_names_calibration_in_the_tensor_tap(monkeypatch):
+    import sys
+
+    from edge.calib.stats import TensorTap
+    from edge.lazy import MissingDependency
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingDependency, match="'onnxruntime' is needed for running the model for calibration but"):
+        TensorTap(_tiny_model(), [["relu"]])
