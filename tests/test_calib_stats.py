@@ -478,3 +478,17 @@ def test_a_missing_onnxruntime_names_calibration_in_the_tensor_tap(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingDependency, match="'onnxruntime' is needed for running the model for calibration but"):
         TensorTap(_tiny_model(), [["relu"]])
+
+
+def test_the_range_grows_by_the_smallest_power_of_two_that_holds_the_new_maximum():
+    """A maximum exactly 2x or 8x the range makes the range exactly that (the value sits in the top bin), not twice
+    as wide: every bin keeps its resolution."""
+    t = TensorStats("t")
+    t.add(np.array([0.5, 1.0], np.float32))
+    assert t.range == 1.0
+    t.add(np.array([2.0], np.float32))
+    assert t.range == 2.0 and t.hist[-1] == 1 and t.hist.sum() == 3
+    t.add(np.array([16.0], np.float32))
+    assert t.range == 16.0
+    t.add(np.array([16.5], np.float32))
+    assert t.range == 32.0 and t.hist.sum() == 5
