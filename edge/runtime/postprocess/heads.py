@@ -374,19 +374,20 @@ def _fit_retinaface(ctx: Context) -> Fit:
         "retinaface reads boxes [1, N, 4], scores [1, N, 2] and landmarks [1, N, 10] per prior, or each level's maps of "
         "4A, 2A and 10A channels"
     )
-    priors = prior_boxes(cfg, spec.width, spec.height)
-    where = f"task.priors makes {len(priors)} priors at {spec.width}x{spec.height}"
+    levels = level_grids(cfg, spec.width, spec.height)
+    count = sum(rows * cols * len(sizes) for (_, rows, cols), sizes in zip(levels, cfg.min_sizes))
+    where = f"task.priors makes {count} priors at {spec.width}x{spec.height}"  # made only for a head that fits
     if outs and all(len(t.shape) == 3 for t in outs):
         roles = {_retina_role(t, t.shape[2]): t for t in outs}
         if len(outs) not in (2, 3) or len(roles) != len(outs) or None in roles or not {"boxes", "scores"} <= set(roles):
             return f"{usage}; cannot tell the boxes, scores and landmarks apart in {shown(outs)}"
         counts = {t.shape[1] for t in outs}
-        if any(_static(n) and n != len(priors) for n in counts):
+        if any(_static(n) and n != count for n in counts):
             return f"{where}, the outputs have {sorted(n for n in counts if _static(n))}; set task.priors as trained"
-        head = Head("retinaface", {r: t.name for r, t in roles.items()}, "rows", 1, anchors=priors)  # type: ignore[misc]
+        head = Head("retinaface", {r: t.name for r, t in roles.items()}, "rows", 1)  # type: ignore[misc]
+        head.anchors = prior_boxes(cfg, spec.width, spec.height)
         head.keypoints = (5, 2) if "landmarks" in roles else None
         return head
-    levels = level_grids(cfg, spec.width, spec.height)
     if len(outs) not in (2 * len(levels), 3 * len(levels)) or any(len(t.shape) != 4 for t in outs):
         return f"{usage}; got {shown(outs)}"
     for layout, grid_at, channels_at in (("nhwc", slice(1, 3), 3), ("nchw", slice(2, 4), 1)):
@@ -401,7 +402,8 @@ def _fit_retinaface(ctx: Context) -> Fit:
                 if role and f"{role}{stride}" not in roles:
                     roles[f"{role}{stride}"] = t.name
         if len(roles) == len(outs) and all(f"{r}{s}" in roles for r in ("boxes", "scores") for s, _, _ in levels):
-            head = Head("retinaface", roles, layout, 1, strides=tuple(s for s, _, _ in levels), anchors=priors)
+            head = Head("retinaface", roles, layout, 1, strides=tuple(s for s, _, _ in levels))
+            head.anchors = prior_boxes(cfg, spec.width, spec.height)
             head.keypoints = (5, 2) if len(outs) == 3 * len(levels) else None
             return head
     return (
