@@ -36,7 +36,7 @@ import pytest
 
 from .conftest import OPENCV_INHERITED as _INHERITED
 from .conftest import OPENCV_QUIET as _OPENCV_QUIET
-from .conftest import ROOT, require_or_skip
+from .conftest import PROMPT_S, ROOT, require_or_skip  # noqa: F401 (PROMPT_S is re-exported)
 
 BIN = Path(sys.executable).parent
 

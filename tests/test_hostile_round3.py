@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from ._hostile import (
+    PROMPT_S,
     B,
     Child,
     assert_failed_run,
@@ -101,7 +102,7 @@ def _stop_build(chain: Path, tmp_path: Path, sig: int, when: str) -> None:
     o = child.finish(30)
     took = time.monotonic() - t0
     assert_no_traceback(o)
-    assert took <= 2.0, f"{took:.1f} s to stop{o}"
+    assert took < PROMPT_S, f"{took:.1f} s to stop{o}"
     assert o.code == 128 + sig, f"exit {o.code}, expected {128 + sig}{o}"
     assert o.err.rstrip().splitlines()[-1] == f"edge-build: {WORDS[sig]}", o
     assert "Exception caught" not in o.err and "At:" not in o.err, f"a stack from inside TensorRT{o}"
@@ -112,12 +113,12 @@ def _stop_build(chain: Path, tmp_path: Path, sig: int, when: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
-def test_h1_a_signal_during_the_tensorrt_build_stops_it_within_2_s(chain: Path, tmp_path: Path, sig: int) -> None:
+def test_h1_a_signal_during_the_tensorrt_build_stops_it_at_once(chain: Path, tmp_path: Path, sig: int) -> None:
     _stop_build(chain, tmp_path, sig, "parsed")
 
 
 @pytest.mark.slow
-def test_t1_sigterm_during_the_parse_stops_it_within_2_s_with_no_stack(chain: Path, tmp_path: Path) -> None:
+def test_t1_sigterm_during_the_parse_stops_it_at_once_with_no_stack(chain: Path, tmp_path: Path) -> None:
     _stop_build(chain, tmp_path, signal.SIGTERM, "parsing")
 
 

@@ -23,7 +23,7 @@ from edge.runtime.outputs.httpserve import HttpServer
 
 from ._deploytools import free_port
 from ._fleettools import EdgeRun, http_get, wait_until
-from .conftest import DEMO_CONFIG
+from .conftest import DEMO_CONFIG, PROMPT_S
 
 SECRET = "0123456789abcdef0123456789abcdef"
 
@@ -133,8 +133,8 @@ def slow_client(port: int, source: str, stop: threading.Event, every: float) -> 
 
 def test_thirty_slow_heads_from_eight_addresses_do_not_lock_out_a_real_client(server):
     """The view's slots (max_viewers 4 + 4): 30 connections from 127.0.0.2..127.0.0.9 trickle headers; a real
-    client from 127.0.0.1 is answered 200 within a second, over and over."""
-    s = server(max_connections=8, head_timeout_s=10.0)
+    client from 127.0.0.1 is answered 200 at once (not after a slow head's 60 s deadline), over and over."""
+    s = server(max_connections=8, head_timeout_s=60.0)
     port, stop = port_of(s), threading.Event()
     threads = [
         threading.Thread(target=slow_client, args=(port, f"127.0.0.{2 + i % 8}", stop, 0.3), daemon=True) for i in range(30)
@@ -146,7 +146,7 @@ def test_thirty_slow_heads_from_eight_addresses_do_not_lock_out_a_real_client(se
         for _ in range(5):
             t0 = time.monotonic()
             reply = raw(port, b"GET /frame.jpg HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            assert status(reply) == 200 and time.monotonic() - t0 < 1.0
+            assert status(reply) == 200 and time.monotonic() - t0 < PROMPT_S
             time.sleep(0.3)
     finally:
         stop.set()
@@ -159,7 +159,7 @@ def test_a_head_that_trickles_in_is_cut_at_the_deadline(server):
     with socket.create_connection(("127.0.0.1", port_of(s)), timeout=5) as c:
         c.sendall(b"GET /frame.jpg HTTP/1.1\r\n")
         t0, closed = time.monotonic(), False
-        while time.monotonic() - t0 < 5:
+        while time.monotonic() - t0 < 2 * PROMPT_S:
             try:
                 c.sendall(b"X-a: b\r\n")  # a byte now and then: each read alone is well within timeout_s
                 c.settimeout(0.4)
@@ -171,7 +171,7 @@ def test_a_head_that_trickles_in_is_cut_at_the_deadline(server):
             except OSError:
                 closed = True
                 break
-        assert closed and 1.3 < time.monotonic() - t0 < 3.0
+        assert closed and 1.3 < time.monotonic() - t0 < PROMPT_S  # cut at the whole head's 1.5 s, not per read
 
 
 def test_one_address_gets_at_most_its_share_of_the_slots(server):
@@ -251,7 +251,7 @@ def test_a_fifo_as_the_secret_file_is_refused_without_opening_it(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(EdgeError, match="not a regular file"):
         read_secret("metrics.auth_file", fifo)
-    assert time.monotonic() - t0 < 1
+    assert time.monotonic() - t0 < PROMPT_S  # opening a FIFO without a writer would block for good
     with pytest.raises(EdgeError, match="No such file"):
         read_secret("metrics.auth_file", tmp_path / "missing")
 

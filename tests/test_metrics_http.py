@@ -32,7 +32,7 @@ from edge.runtime.outputs.httpserve import HttpServer
 
 from ._deploytools import free_port
 from ._fleettools import EdgeRun, Prometheus, http_get, wait_until
-from .conftest import DEMO_CONFIG, ROOT, require_or_skip, run_cli
+from .conftest import DEMO_CONFIG, PROMPT_S, ROOT, require_or_skip, run_cli
 from .test_telemetry_sysfs import agx_orin_tree
 
 PLAYBOOK = ROOT / "scripts" / "ansible" / "prometheus.yml"
@@ -279,12 +279,10 @@ def test_the_server_is_bounded_and_drops_silent_clients(tmp_path):
         for t in holders:
             t.join(10)
         silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
-        t0 = time.monotonic()
         for s in silent:
             s.settimeout(5)
-            assert s.recv(100) is not None  # the server hangs up (an empty read, or a 408 reply)
+            assert s.recv(100) is not None  # the server hangs up (an empty read, or a 408 reply) before our 5 s timeout
             s.close()
-        assert time.monotonic() - t0 < 3
         assert wait_until(lambda: http_get(f"http://127.0.0.1:{port}/x", timeout=5)[0] == 200, 5)
         assert http_get(f"http://127.0.0.1:{port}/nothing-here")[0] == 404
         with socket.create_connection(("127.0.0.1", port)) as s:  # garbage instead of HTTP
@@ -295,4 +293,4 @@ def test_the_server_is_bounded_and_drops_silent_clients(tmp_path):
     finally:
         t0 = time.monotonic()
         server.close()
-        assert time.monotonic() - t0 < 2
+        assert time.monotonic() - t0 < PROMPT_S  # close() does not wait for a client

@@ -335,7 +335,7 @@ def test_sigterm_while_the_broker_is_away_stops_promptly_and_counts_every_frame(
         time.sleep(3)  # paho is now between reconnect attempts
         t0 = time.monotonic()
         run.stop()
-        assert run.proc.returncode == 0 and time.monotonic() - t0 < 10, run.stderr
+        assert run.proc.returncode == 0 and time.monotonic() - t0 < 30, run.stderr  # the run is 120 s long
     finally:
         run.stop(signal.SIGKILL)
     summary = json.loads((tmp_path / "s.json").read_text())
