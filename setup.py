@@ -14,6 +14,7 @@ TEST_REQUIRES = [
     *FLEET,
     "pytest",
     "pytest-timeout",  # a deadlock fails its test instead of holding CI (pyproject's timeout)
+    "pytest-xdist",  # scripts/test.sh: one worker per core
     "hypothesis",
     *ONNX,
     "matplotlib",

@@ -3,6 +3,7 @@
 #   bash scripts/test.sh            # everything but the GPU tests (in .venv, made if missing)
 #   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
 #   EDGE_NO_TORCH=1 bash scripts/test.sh   # without torch + ultralytics (the reference of tests/test_ultralytics.py)
+#   EDGE_TEST_JOBS=0 bash scripts/test.sh  # one process (default: one pytest-xdist worker per core)
 # As root on Debian/Ubuntu it also installs the real servers the tests talk to on 127.0.0.1
 # (GStreamer's RTSP server, OpenSSH, rsync, ffmpeg, mosquitto, Prometheus, headless Chromium); elsewhere those
 # tests skip and say why.
@@ -36,4 +37,10 @@ if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
   python -m pip install -q --no-deps ultralytics==8.4.190
 fi
 edge assets fetch demo
-python -m pytest -m "not gpu" "$@"
+# One pytest worker per core (pytest-xdist; tests take ports and folders of their own). EDGE_TEST_JOBS=0 runs serially.
+jobs=${EDGE_TEST_JOBS:-auto}
+if [ "$jobs" = 0 ]; then
+  python -m pytest -m "not gpu and not jetson" "$@"
+else
+  python -m pytest -n "$jobs" --dist worksteal -m "not gpu and not jetson" "$@"
+fi

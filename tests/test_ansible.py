@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -82,7 +83,9 @@ def inventory(sshd: SSHServer, tmp_path: Path, hosts: dict) -> Path:
 
 
 def playbook(inv: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    control = tmp_path / "ssh-control"  # Ansible's SSH connection sharing, in a folder this test cleans up
+    # Ansible's SSH connection sharing, in a folder this test cleans up; a short one: a Unix socket's path holds at most
+    # 107 bytes, and pytest-xdist's worker folders push tmp_path past that.
+    control = Path(tempfile.mkdtemp(prefix="ssh-", dir="/tmp"))
     env = {
         **os.environ,
         "ANSIBLE_NOCOLOR": "1",
@@ -96,6 +99,7 @@ def playbook(inv: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     finally:
         for socket_path in control.glob("*"):  # stop the shared connections Ansible leaves running (ControlPersist)
             subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "unused"], capture_output=True, timeout=10)
+        shutil.rmtree(control, ignore_errors=True)
 
 
 def engine_for(tmp_path: Path, device: str, jetpack: str, payload: bytes, corrupt: bool = False) -> Path:

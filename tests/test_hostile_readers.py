@@ -786,16 +786,15 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
     yield from sshd_fixture(tmp_path_factory)
 
 
-PWNED = Path("/tmp") / f"edge-hostile-pwned-{os.getpid()}"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "python",
-    ["true", "false", "echo", "cat", "/bin/sh -c 'echo {'", "python3 -c pass", f"python3;touch {PWNED}", f"$(touch {PWNED})"],
+    ["true", "false", "echo", "cat", "/bin/sh -c 'echo {'", "python3 -c pass", "python3;touch PWNED", "$(touch PWNED)"],
 )
 def test_a_remote_python_that_is_not_python_is_one_line(sshd, tmp_path: Path, python: str) -> None:
     """Review: `edge deploy --remote-python true` was a JSONDecodeError traceback."""
+    pwned = tmp_path / "pwned"  # the same ids in every pytest process (xdist compares them)
+    python = python.replace("PWNED", str(pwned))
     engine = write_engine(tmp_path / "e", b"engine bytes")
     o = run(
         [str(Path(__file__).resolve().parents[1] / "scripts" / "deploy.sh"), sshd.host, *sshd.ssh_args()]
@@ -804,7 +803,7 @@ def test_a_remote_python_that_is_not_python_is_one_line(sshd, tmp_path: Path, py
         env={"PYTHON": sys.executable},
         timeout=60,
     )
-    assert not PWNED.exists(), "a shell ran what --remote-python said"
+    assert not pwned.exists(), "a shell ran what --remote-python said"
     last = assert_failed_run(o, code=10)  # the connect step
     if python in ("true", "echo", "python3 -c pass"):  # it ran and said nothing edge understands: say which flag to fix
         assert "--remote-python" in last, o
