@@ -63,7 +63,7 @@ def test_auto_skips_jtop_and_says_why(tmp_path):
 
 
 class FakeJtop:
-    """The parts of jtop.jtop the backend uses, holding data in the shapes of jetson-stats 4.3 (core/*.py)."""
+    """The parts of jtop.jtop the backend uses, holding data in the shapes of jetson-stats (core/*.py)."""
 
     def __init__(self, interval, fail_start=None):
         self.interval_user = interval
@@ -72,20 +72,14 @@ class FakeJtop:
         self.fail_start = fail_start
         self.running = False
         self.closed = False
+        # What jetson-stats' own PowerService returns (test_telemetry_jetson_stats.py checks it): no 'type' in a rail,
+        # 'avg' is its running mean, and the input rail moves from 'rail' to 'tot' with its name.
         self.power = {
             "rail": {
-                "VDD_CPU_GPU_CV": {"online": True, "type": "INA3221", "volt": 5000, "curr": 900, "power": 4500, "avg": 4000},
-                "VDD_SOC": {"online": True, "type": "INA3221", "volt": 5000, "curr": 560, "power": 2800, "avg": 2700},
+                "VDD_CPU_GPU_CV": {"volt": 5000, "curr": 900, "power": 4500, "online": True, "avg": 4000},
+                "VDD_SOC": {"volt": 5000, "curr": 560, "power": 2800, "online": True, "avg": 2700},
             },
-            "tot": {
-                "online": True,
-                "type": "INA3221",
-                "volt": 5000,
-                "curr": 2500,
-                "power": 12480,
-                "avg": 11000,
-                "name": "VDD_IN",
-            },
+            "tot": {"volt": 5000, "curr": 2496, "power": 12480, "online": True, "avg": 11000, "name": "VDD_IN"},
         }
         self.gpu = {
             "gpu": {

@@ -24,11 +24,18 @@ def _write(root, rel, value):
 
 
 def _hwmon(root, device, number, channels):
-    """An ina3221 hwmon under the i2c driver, linked from class/hwmon like the kernel does."""
-    hw = f"bus/i2c/drivers/ina3221/{device}/hwmon/hwmon{number}"
+    """An ina3221 hwmon under the i2c driver, linked from class/hwmon and bus/i2c/devices like the kernel does. The
+    device folder's own ``name`` is ``ina3221`` as on a real AGX Orin (alumet-dev/alumet#212); jetson-stats finds the
+    monitor by it. A channel whose label is None is one the device tree disables: the driver writes no label."""
+    dev = f"bus/i2c/drivers/ina3221/{device}"
+    hw = f"{dev}/hwmon/hwmon{number}"
+    _write(root, f"{dev}/name", "ina3221")
     _write(root, f"{hw}/name", "ina3221")
+    (root / "bus/i2c/devices").mkdir(parents=True, exist_ok=True)
+    os.symlink(root / dev, root / f"bus/i2c/devices/{device}")
     for k, (label, mv, ma) in channels.items():
-        _write(root, f"{hw}/in{k}_label", label)
+        if label is not None:
+            _write(root, f"{hw}/in{k}_label", label)
         _write(root, f"{hw}/in{k}_input", mv)
         _write(root, f"{hw}/curr{k}_input", ma)
     _write(root, f"{hw}/in7_label", "sum of shunt voltages")

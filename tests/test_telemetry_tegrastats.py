@@ -270,3 +270,18 @@ def test_jetpack_7_numbered_engines_off():
     assert s.dla == {"DLA0": {"online": False, "freq_mhz": None}, "DLA1": {"online": False, "freq_mhz": None}}
     assert (s.gpu_util_pct, s.gpu_freq_mhz) == (12, 1300)  # jetson-stats: {'val': 12, 'frq': 1300000}
     assert s.extras["engines_mhz"]["NVENC0"] is None and s.extras["engines_mhz"]["APE"] == 174
+
+
+# An AGX Orin 64 GB with the DLA at work (`sudo tegrastats --interval 100`), verbatim from the README of
+# github.com/Muxindawang/jetson_dla_tutorial at 57494883 (quoted as a measurement; the README says NVDLA0_FREQ is the
+# DLA clock in MHz). The only published line with a busy DLA found: the clock, and no load, as in older tegrastats.
+L10_AGX_ORIN_DLA_BUSY = "11-21-2025 08:49:48 RAM 13983/62780MB (lfb 424x4MB) SWAP 126/31390MB (cached 0MB) CPU [90%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201,100%@2201] EMC_FREQ 1%@2133 GR3D_FREQ 14%@[407,407] VIC_FREQ 115 NVDLA0_FREQ @1600 APE 174 CV0@73.625C CPU@77.281C Tboard@62C SOC2@70C Tdiode@62.25C SOC0@69.531C CV1@72.5C GPU@69.125C tj@77.281C SOC1@68.968C CV2@67.25C VDD_GPU_SOC 3150mW/2971mW VDD_CPU_CV 14312mW/12415mW VIN_SYS_5V0 4968mW/5048mW VDDQ_VDD2_1V8AO 1091mW/1091mW"
+
+
+def test_a_published_line_with_the_dla_at_work():
+    s = parse_line(L10_AGX_ORIN_DLA_BUSY)
+    assert s.dla == {"DLA0": {"online": True, "freq_mhz": 1600}}  # DLA1 is not printed at all: unknown, not off
+    assert (s.gpu_util_pct, s.gpu_freq_mhz) == (14, 407) and (s.emc_util_pct, s.emc_freq_mhz) == (1, 2133)
+    assert s.power_mw == {"VDD_GPU_SOC": 3150, "VDD_CPU_CV": 14312, "VIN_SYS_5V0": 4968, "VDDQ_VDD2_1V8AO": 1091}
+    assert (s.total_mw, s.total_rule) == (3150 + 14312 + 4968 + 1091, "sum:VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0+VDDQ_VDD2_1V8AO")
+    assert s.cpu_util_pct == [90] + [100] * 11 and s.temps_c["tj"] == 77.281
