@@ -156,7 +156,7 @@ def test_alias_bomb_in_a_child_is_refused_in_well_under_a_second(base: Path, tmp
     # Interpreter start included. Memory is bounded by the 2 GiB address-space limit above (the review's bomb took
     # 6.2 GB): peak RSS is not asserted, because a child forked from a large pytest process reports the parent's
     # pages as its own until it execs.
-    assert o.seconds < 3.0, o
+    assert o.seconds < PROMPT_S, o  # the review's walk took 43 s
     assert len(o.err) < 700, o
 
 

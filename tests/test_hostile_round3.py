@@ -217,7 +217,7 @@ def test_r6_an_8_gb_config_is_refused_by_its_size_unread(tmp_path: Path) -> None
     o_small = measured([*entry("edge-run"), "--config", small, "--check"])
     o = measured([*entry("edge-run"), "--config", big, "--check"], timeout=30)
     assert_refused(o, "sparse8g.yaml", "8589934592 bytes")
-    assert o.seconds < 10, o
+    assert o.seconds < PROMPT_S, o  # reading 8 GB would take minutes
     _rss_like_small(o, o_small)
 
 

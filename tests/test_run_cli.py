@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import DEMO_CONFIG, edge_run_cmd, run_cli
+from .conftest import DEMO_CONFIG, PROMPT_S, edge_run_cmd, run_cli
 
 
 def lines(path):
@@ -44,7 +44,7 @@ def test_help_is_instant_and_imports_nothing_heavy():
         [*edge_run_cmd(), "--help"], capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=30
     )
     assert r.returncode == 0 and "--source" in r.stdout
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < PROMPT_S  # and the probe below: nothing heavy is imported
     probe = "import sys, edge.cli, edge.runtime.cli; print(sorted(m for m in ('cv2','onnxruntime','numpy','tensorrt','pycuda') if m in sys.modules))"
     r = subprocess.run([os.sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert r.stdout.strip() == "[]"
