@@ -1,0 +1,184 @@
+"""The predictor's rules at the edges a mutation run of edge/dla/predict.py found unpinned (docs/development.md).
+
+Each expected value is a hand calculation from a definition: ONNX's auto_pad and operator semantics, the DLA limits
+of NvInfer.h as committed in tests/fixtures/nvidia_dla_facts.json, and the multiply-add count of a layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge.dla.predict import predict
+from tests.test_dla_rules import build, conv, helper, pool, verdict, w
+
+
+@pytest.mark.parametrize(
+    "auto_pad, pads",
+    # ONNX: total = (ceil(16 / 2) - 1) * 2 + (3 - 1) * 4 + 1 - 16 = 7; SAME_UPPER puts the odd one at the end.
+    [("SAME_UPPER", "3x3x4x4"), ("SAME_LOWER", "4x4x3x3")],
+)
+def test_same_padding_is_resolved_from_the_input_size_then_checked_against_the_kernel(auto_pad, pads):
+    v = verdict(conv((1, 4, 16, 16), (8, 4, 3, 3), strides=[2, 2], dilations=[4, 4], auto_pad=auto_pad))
+    assert (v.rule, v.value) == ("conv.pad", f"pads {pads} with kernel 3x3")  # a pad of 3 or 4 is not below the kernel's 3
+
+
+def test_a_clip_that_is_not_a_clipped_relu_stays_on_the_gpu():
+    """NvInfer.h lists kCLIP among the DLA's activations; edge runs it there only as a clipped ReLU: [0, 1..127]."""
+    relu6 = build([helper.make_node("Clip", ["x"], ["y"], min=0.0, max=6.0)], {"x": [1, 4, 8, 8]}, opset=6)
+    assert verdict(relu6).device == "DLA"
+    signed = build([helper.make_node("Clip", ["x"], ["y"], min=-1.0, max=6.0)], {"x": [1, 4, 8, 8]}, opset=6)
+    v = verdict(signed)
+    assert (v.device, v.rule, v.value) == ("GPU", "act.clip", "Clip [-1, 6]")
+
+
+def test_upsample_7_takes_its_scales_from_the_attribute():
+    def upsample(scales, mode="nearest"):
+        return build([helper.make_node("Upsample", ["x"], ["y"], scales=scales, mode=mode)], {"x": [1, 4, 8, 8]}, opset=7)
+
+    assert verdict(upsample([1.0, 1.0, 2.0, 2.0])).device == "DLA"
+    v = verdict(upsample([1.0, 1.0, 64.0, 64.0]))  # nearest: at most 32 (NvInfer.h, IResizeLayer)
+    assert (v.rule, v.value) == ("resize.range", "H,W scales 64x64 for nearest")
+    v = verdict(upsample([1.0, 1.0, 2.0, 2.0], mode="linear"))  # Upsample-7 is asymmetric: not a linear mode DLA runs
+    assert (v.rule, v.value) == ("resize.mode", "linear asymmetric")
+    assert verdict(upsample([1.0, 1.0, 1.0, 2.0])).device == "DLA"  # a scale of 1 is in [1, 32]
+
+
+def test_resize_with_sizes_or_runtime_scales_and_its_nearest_mode_in_the_reason():
+    x = {"x": [1, 4, 8, 8]}
+    sizes = build([helper.make_node("Resize", ["x", "", "", "s"], ["y"])], x, {"s": np.array([1, 4, 16, 16], np.int64)}, opset=13)
+    assert (verdict(sizes).rule, verdict(sizes).value) == ("resize.scales", "output size given by 'sizes'")
+    runtime = build([helper.make_node("Resize", ["x", "", "sc"], ["y"])], {**x, "sc": [4]}, opset=13)
+    assert (verdict(runtime).rule, verdict(runtime).value) == ("resize.scales", "scales computed at run time")
+    odd = build(
+        [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest", nearest_mode="ceil")],
+        x,
+        {"sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=13,
+    )
+    assert (verdict(odd).rule, verdict(odd).value) == ("resize.mode", "nearest half_pixel ceil")
+
+
+def test_a_gemm_is_a_fully_connected_layer_with_its_feature_caps():
+    """Gemm with a 2-D input and constant 2-D weights becomes FULLY_CONNECTED; its input and output features are the
+    last dimensions of its input and output, each capped at 8192 like every DLA tensor dimension."""
+
+    def gemm(k, n, trans_b):
+        shape = (n, k) if trans_b else (k, n)
+        return build([helper.make_node("Gemm", ["x", "w"], ["y"], transB=trans_b)], {"x": [1, k]}, {"w": w(*shape)})
+
+    for trans_b in (0, 1):
+        assert verdict(gemm(64, 16, trans_b)).device == "DLA"
+        v = verdict(gemm(64, 9000, trans_b))  # transB: the weights are (n, k); the output is 1x9000 either way
+        assert (v.rule, v.value) == ("gen.dim", "dimension 9000 in 1x9000")
+        v = verdict(gemm(9000, 16, trans_b))
+        assert (v.rule, v.value) == ("gen.dim", "dimension 9000 in 1x9000")
+        assert verdict(gemm(8192, 8192, trans_b)).device == "DLA"
+    transposed_a = build([helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)], {"x": [64, 1]}, {"w": w(64, 16)})
+    v = verdict(transposed_a)  # transA is not a fully connected layer, so its 2-D tensors break the 4-D rule
+    assert (v.rule, v.value) == ("gen.rank4", "2-D tensor 64x1")
+
+
+def test_flops_of_pooling_and_gemm_are_counted_by_hand():
+    # AveragePool 2x2 stride 2 on 1x4x8x8: 1*4*4*4 = 64 outputs, 4 additions each.
+    avg = predict(pool("AveragePool", (1, 4, 8, 8), kernel_shape=[2, 2], strides=[2, 2]), "orin", "10.3")
+    assert avg.nodes[0].flops == 64 * 4
+    # Gemm 1x64 by 64x16: 16 outputs, 64 multiply-adds each, counted twice.
+    fc = build([helper.make_node("Gemm", ["x", "w"], ["y"])], {"x": [1, 64]}, {"w": w(64, 16)})
+    assert predict(fc, "orin", "10.3").nodes[0].flops == 2 * 16 * 64
+    # ConvTranspose 4->4 channels, 2x2 kernel, on 1x4x8x8: 256 inputs, each scattered into 4*2*2 multiply-adds.
+    ct = build([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])], {"x": [1, 4, 8, 8]}, {"w": w(4, 4, 2, 2)})
+    assert predict(ct, "orin", "10.3").nodes[0].flops == 2 * 256 * 16
+
+
+def test_a_maxpool_with_dilation_is_not_a_dla_pooling_layer():
+    v = verdict(pool("MaxPool", kernel_shape=[2, 2], dilations=[2, 2]))
+    assert (v.device, v.rule, v.value) == ("GPU", "pool.kind", "MaxPool with indices or dilation")
+
+
+def test_a_split_with_runtime_sizes_stays_on_the_gpu_and_constant_sizes_do_not():
+    def split(const):
+        inputs = {"x": [1, 8, 4, 4]} if const else {"x": [1, 8, 4, 4], "s": [2]}
+        inits = {"s": np.array([4, 4], np.int64)} if const else None
+        return build([helper.make_node("Split", ["x", "s"], ["y", "z"], axis=1)], inputs, inits, opset=13)
+
+    assert (verdict(split(False), node=0).rule, verdict(split(False), node=0).value) == (
+        "slice.const",
+        "split sizes come from a runtime tensor",
+    )
+    assert verdict(split(True), node=0).device == "DLA"
+
+
+def test_an_opset_9_slice_reads_its_attributes():
+    cut_batch = build([helper.make_node("Slice", ["x"], ["y"], starts=[0], ends=[1], axes=[0])], {"x": [2, 4, 8, 8]}, opset=9)
+    assert (verdict(cut_batch).rule, verdict(cut_batch).value) == ("slice.axis0", "slices the batch axis")
+    channels = build([helper.make_node("Slice", ["x"], ["y"], starts=[0], ends=[2], axes=[1])], {"x": [1, 4, 8, 8]}, opset=9)
+    assert verdict(channels).device == "DLA"
+
+
+def test_int8_grouped_conv_with_channels_per_group_not_a_multiple_of_4_is_noted():
+    # 12 -> 12 channels in 2 groups: 6 input and 6 output channels per group.
+    model = conv((1, 12, 16, 16), (12, 6, 3, 3), group=2, pads=[1, 1, 1, 1])
+    notes = verdict(model, precision="int8").notes
+    assert "INT8 grouped conv with 6/6 channels per group runs FP16 (conv.int8_group)" in notes
+    # 16 -> 8 in 2 groups: 8 in and 4 out per group, both multiples of 4: no note
+    assert not any("int8_group" in n for n in verdict(conv((1, 16, 8, 8), (8, 8, 1, 1), group=2), precision="int8").notes)
+
+
+def _pad_then(host, pads, own=(0, 0, 0, 0), kernel=(3, 3), fill=None, opset=13, **pad_attrs):
+    """Pad (H and W pads from ``pads``, ONNX order begin..., end...) feeding one Conv or pooling layer."""
+    inits = {"p": np.array(pads, np.int64)}
+    pad_inputs = ["x", "p"]
+    if fill is not None:
+        inits["v"], pad_inputs = np.array(fill, np.float32), ["x", "p", "v"]
+    if opset < 11:
+        pad_node = helper.make_node("Pad", ["x"], ["t"], pads=list(pads), **pad_attrs)
+        del inits["p"]
+    else:
+        pad_node = helper.make_node("Pad", pad_inputs, ["t"], **pad_attrs)
+    if host in ("Conv", "ConvTranspose"):
+        inits["w"] = w(4 if host == "ConvTranspose" else 8, 4, *kernel)
+        layer = helper.make_node(host, ["t", "w"], ["y"], pads=list(own))
+    else:
+        layer = helper.make_node(host, ["t"], ["y"], kernel_shape=list(kernel), pads=list(own))
+    return build([pad_node, layer], {"x": [1, 4, 40, 40]}, inits, opset=opset)
+
+
+def _folded(model) -> bool:
+    pad = predict(model, "orin", "10.3").nodes[0]
+    assert pad.op == "Pad"
+    return pad.fused_into is not None
+
+
+@pytest.mark.parametrize(
+    "host, pads, own, kernel, folded",
+    [
+        # The DLA's conv padding is at most 31 and below the kernel (NvInfer.h notes; the rule conv.pad): Pad + own pads.
+        ("Conv", [0, 0, 1, 1, 0, 0, 1, 1], (1, 1, 1, 1), (3, 3), True),  # 2 < 3
+        ("Conv", [0, 0, 2, 1, 0, 0, 1, 1], (1, 1, 1, 1), (3, 3), False),  # top 2 + 1 = 3, not below the kernel
+        ("Conv", [0, 0, 0, 0, 0, 0, 2, 0], (0, 0, 0, 0), (3, 3), True),  # bottom 2
+        ("Conv", [0, 0, 0, 0, 0, 0, 0, 3], (0, 0, 0, 0), (3, 3), False),  # right 3
+        ("Conv", [0, 0, 2, 4, 0, 0, 2, 4], (0, 0, 0, 0), (3, 5), True),  # 4 < 5 across, 2 < 3 down
+        ("Conv", [0, 0, 3, 4, 0, 0, 2, 4], (0, 0, 0, 0), (3, 5), False),  # 3 down is not below 3
+        ("Conv", [0, 0, 31, 31, 0, 0, 31, 31], (0, 0, 0, 0), (32, 32), True),  # the cap of 31
+        ("Conv", [0, 0, 31, 30, 0, 0, 31, 31], (0, 1, 0, 0), (32, 32), True),
+        ("Conv", [0, 0, 31, 31, 0, 0, 31, 31], (0, 1, 0, 0), (32, 32), False),  # 32 across
+        # Pooling: padding at most 7 (NvInfer.h IPoolingLayer) and below the window.
+        ("MaxPool", [0, 0, 7, 7, 0, 0, 7, 7], (0, 0, 0, 0), (8, 8), True),
+        ("MaxPool", [0, 0, 7, 7, 0, 0, 7, 7], (1, 0, 0, 0), (8, 8), False),
+        ("AveragePool", [0, 0, 1, 1, 0, 0, 1, 1], (0, 0, 0, 0), (2, 2), True),
+        ("ConvTranspose", [0, 0, 1, 1, 0, 0, 1, 1], (0, 0, 0, 0), (3, 3), False),  # only Conv and pooling take it
+    ],
+)
+def test_a_zero_pad_folds_into_the_next_layer_only_within_that_layers_dla_padding(host, pads, own, kernel, folded):
+    assert _folded(_pad_then(host, pads, own, kernel)) is folded
+
+
+def test_only_a_constant_zero_pad_of_height_and_width_folds():
+    hw = [0, 0, 1, 1, 0, 0, 1, 1]
+    assert _folded(_pad_then("Conv", hw, opset=2))  # Pad-2: the pads are an attribute
+    assert _folded(_pad_then("Conv", hw, fill=0.0))
+    assert not _folded(_pad_then("Conv", hw, fill=0.5))  # a non-zero fill is not a conv's zero padding
+    assert not _folded(_pad_then("Conv", hw, mode="reflect"))
+    assert not _folded(_pad_then("Conv", [0, 1, 1, 1, 0, 0, 1, 1]))  # channels padded
+    assert not _folded(_pad_then("Conv", [0, 0, 1, 1, 0, 0, -1, 1]))  # a crop
