@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from edge.dla.predict import predict
+from edge.errors import EdgeError
 from tests.test_dla_rules import build, conv, helper, pool, verdict, w
 
 
@@ -182,3 +183,88 @@ def test_only_a_constant_zero_pad_of_height_and_width_folds():
     assert not _folded(_pad_then("Conv", hw, mode="reflect"))
     assert not _folded(_pad_then("Conv", [0, 1, 1, 1, 0, 0, 1, 1]))  # channels padded
     assert not _folded(_pad_then("Conv", [0, 0, 1, 1, 0, 0, -1, 1]))  # a crop
+
+
+def test_an_activation_after_an_unnamed_deconvolution_fuses_into_it_by_its_report_name():
+    """Found by the mutation run: an unnamed producer made fused_into '' and the fusion vanished from the table."""
+    model = build(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(4, 4, 2, 2)},
+    )
+    deconv, relu = predict(model, "orin", "10.3").nodes
+    assert (deconv.name, relu.fused_into) == ("ConvTranspose_0", "ConvTranspose_0")
+
+
+def test_a_square_deconvolution_stride_in_the_disabled_gap_is_named():
+    # TensorRT disables square deconvolution kernels and strides of 23..32 on the DLA (the deconv.square rule).
+    model = build(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[24, 24])], {"x": [1, 4, 4, 4]}, {"w": w(4, 4, 2, 2)}
+    )
+    v = verdict(model)
+    assert (v.rule, v.value) == ("deconv.square", "square stride 24x24")
+
+
+def test_a_negative_axis_that_is_the_batch_axis_is_slicing_the_batch():
+    inits = {"s": np.array([0], np.int64), "e": np.array([1], np.int64), "a": np.array([-4], np.int64)}
+    model = build([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], {"x": [2, 4, 8, 8]}, inits, opset=13)
+    assert (verdict(model).rule, verdict(model).value) == ("slice.axis0", "slices the batch axis")
+
+
+def test_resize_10_takes_its_scales_from_the_second_input():
+    model = build(
+        [helper.make_node("Resize", ["x", "sc"], ["y"], mode="nearest")],
+        {"x": [1, 4, 8, 8]},
+        {"sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=10,
+    )
+    assert verdict(model).device == "DLA"
+
+
+def test_a_gemm_is_fully_connected_only_with_alpha_and_beta_1_and_a_runtime_input():
+    def gemm(x_const=False, **attrs):
+        inits = {"w": w(64, 16), **({"x": w(1, 64)} if x_const else {})}
+        return build([helper.make_node("Gemm", ["x", "w"], ["y"], **attrs)], {} if x_const else {"x": [1, 64]}, inits)
+
+    assert verdict(gemm()).layer == "FULLY_CONNECTED"
+    for model in (gemm(beta=0.5), gemm(alpha=2.0)):
+        assert (verdict(model).rule, verdict(model).value) == ("gen.rank4", "2-D tensor 1x64")  # a MatMul + scale then
+    folded = predict(gemm(x_const=True), "orin", "10.3")  # both operands constant: computed at build time
+    assert (folded.nodes, folded.folded) == ([], 1)
+
+
+def test_a_flatten_before_a_fully_connected_layer_merges_unless_it_is_also_an_output():
+    def model(also_output):
+        graph = helper.make_graph(
+            [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Gemm", ["f", "w"], ["y"])],
+            "t",
+            [helper.make_tensor_value_info("x", 1, [1, 64, 1, 1])],
+            [helper.make_tensor_value_info("y", 0, None)] + ([helper.make_tensor_value_info("f", 0, None)] if also_output else []),
+            [helper.make_tensor(  # the weights
+                "w", 1, [64, 16], np.ones(64 * 16, np.float32).tolist()
+            )],
+        )  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+    flatten = predict(model(False), "orin", "10.3").nodes[0]
+    assert flatten.trt_layers == ["SHUFFLE: Flatten_0 (merged with reshape_before_Gemm_1: no layer left)"]
+    assert predict(model(True), "orin", "10.3").nodes[0].fused_into is None
+
+
+def test_a_dynamic_input_is_named_with_its_dims_and_the_shape_to_build_with():
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])],
+        "t",
+        [helper.make_tensor_value_info("x", 1, ["N", 3, 64, 64])],
+        [helper.make_tensor_value_info("y", 0, None)],
+        [helper.make_tensor("w", 1, [8, 3, 3, 3], np.ones(216, np.float32).tolist())],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(EdgeError) as info:
+        predict(model, "orin", "10.3")
+    assert str(info.value).endswith("pass the build shape, e.g. --shape x=1x3x64x64")
+    report = predict(model, "orin", "10.3", {"x": (2, 3, 64, 64)})
+    assert report.findings[0].startswith("input 'x' is dynamic in the file [N, 3, 64, 64]; DLA needs static shapes")
+    assert report.to_dict()["model"] == "t" and report.summary()["gpu_nodes"] == 0
+    typed = predict(model, "orin", "11.4", {"x": (1, 3, 64, 64)}).findings
+    assert any(f.startswith("TensorRT 11 DLA builds are strongly typed") for f in typed)

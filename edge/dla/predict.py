@@ -802,7 +802,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
         host = verdicts[target]
         node = nodes[idx]
         pad = node.op_type == "Pad"
-        v = NodeVerdict(node.name or f"{node.op_type}_{idx}", node.op_type, "SLICE(FILL)" if pad else "SHUFFLE", host.device)
+        v = NodeVerdict(_node_name(node, idx), node.op_type, "SLICE(FILL)" if pad else "SHUFFLE", host.device)
         v.subgraph, v.fused_into = host.subgraph, host.name
         v.trt_layers = [
             f"PADDING: {v.name} (becomes the padding of {host.name})"
@@ -847,9 +847,14 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
     )
 
 
+def _node_name(node: Any, idx: int) -> str:
+    """The node's name in the report: its ONNX name, or OP_INDEX for an unnamed node."""
+    return node.name or f"{node.op_type}_{idx}"
+
+
 def _verdict(ctx: _Ctx, idx: int, node: Any, fully_connected: bool) -> NodeVerdict:
     """One node: its TensorRT layers on this release, and the first DLA rule it breaks."""
-    name = node.name or f"{node.op_type}_{idx}"
+    name = _node_name(node, idx)
     low = lower(node.op_type, name, ctx.lim.trt, node.domain, fully_connected)
     try:
         if not low.importer:
@@ -972,7 +977,7 @@ def _annotate(ctx: _Ctx, idx: int, node: Any, v: NodeVerdict, alias: Dict[str, s
     if host is not None and len(g.consumers.get(src, [])) == 1 and src not in g.outputs:
         fusable = node.op_type == "BatchNormalization" or v.layer.startswith("ACTIVATION") or v.layer == "SCALE"
         if host.op_type in ("Conv", "ConvTranspose") and fusable:
-            v.fused_into = host.name
+            v.fused_into = _node_name(host, g.producer[src])  # an unnamed conv is named in the report as OP_INDEX
             if node.op_type == "BatchNormalization":
                 v.flops = 0  # folded into the conv weights by the builder
     if node.op_type == "Conv" and v.device == DLA:
