@@ -11,7 +11,7 @@ import pytest
 
 from edge.dla.predict import predict
 from edge.errors import EdgeError
-from tests.test_dla_rules import build, conv, helper, pool, verdict, w
+from tests.test_dla_rules import binary, build, conv, helper, pool, verdict, w
 
 
 @pytest.mark.parametrize(
@@ -268,3 +268,45 @@ def test_a_dynamic_input_is_named_with_its_dims_and_the_shape_to_build_with():
     assert report.to_dict()["model"] == "t" and report.summary()["gpu_nodes"] == 0
     typed = predict(model, "orin", "11.4", {"x": (1, 3, 64, 64)}).findings
     assert any(f.startswith("TensorRT 11 DLA builds are strongly typed") for f in typed)
+
+
+def test_a_batchnorm_after_a_conv_costs_nothing_its_weights_are_folded():
+    model = build(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"]),
+        ],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(8, 4, 3, 3), "g": w(8), "b": w(8), "m": w(8), "v": w(8)},
+    )
+    conv_v, bn = predict(model, "orin", "10.3").nodes
+    assert conv_v.flops == 2 * (8 * 8 * 8) * (4 * 3 * 3) and (bn.fused_into, bn.flops) == ("Conv_0", 0)
+
+
+def test_leaky_relu_on_the_dla_rests_on_an_unconfirmed_rule():
+    # NvInfer.h lists kRELU, kSIGMOID, kTANH and kCLIP; LeakyRelu on the DLA is documented elsewhere only.
+    v = verdict(build([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.1)], {"x": [1, 4, 8, 8]}))
+    assert (v.device, v.unconfirmed) == ("DLA", ["act.leaky"])
+    assert verdict(build([helper.make_node("Relu", ["x"], ["y"])], {"x": [1, 4, 8, 8]})).unconfirmed == []
+
+
+def test_int8_predictions_say_each_dla_region_needs_scales():
+    model = conv()
+    assert not any("INT8 on DLA" in f for f in predict(model, "orin", "10.3").findings)
+    assert any(
+        f.startswith("INT8 on DLA needs a scale for every tensor") for f in predict(model, "orin", "10.3", None, "int8").findings
+    )
+
+
+def test_a_per_channel_operand_broadcasts_on_the_dla_and_a_per_row_one_does_not():
+    """Two runtime tensors (a constant per-channel one is a SCALE layer): C x 1 x 1 broadcasts, C x 1 x W does not."""
+    per_channel = verdict(binary("Add", w(1, 8, 1, 1), runtime_b=True))
+    per_row = verdict(binary("Add", w(1, 8, 1, 4), runtime_b=True))
+    assert per_channel.device == "DLA"
+    assert (per_row.device, per_row.rule, per_row.value) == ("GPU", "elt.broadcast", "operand 1x8x1x4 broadcast to 1x8x4x4")
+
+
+def test_slicing_a_batch_of_one_whole_is_not_slicing_the_batch():
+    inits = {"s": np.array([0], np.int64), "e": np.array([1], np.int64), "a": np.array([0], np.int64)}
+    model = build([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], {"x": [1, 4, 8, 8]}, inits, opset=13)
+    assert verdict(model).device == "DLA"
