@@ -302,7 +302,8 @@ def test_a_per_channel_operand_broadcasts_on_the_dla_and_a_per_row_one_does_not(
     """Two runtime tensors (a constant per-channel one is a SCALE layer): C x 1 x 1 broadcasts, C x 1 x W does not."""
     per_channel = verdict(binary("Add", w(1, 8, 1, 1), runtime_b=True))
     per_row = verdict(binary("Add", w(1, 8, 1, 4), runtime_b=True))
-    assert per_channel.device == "DLA"
+    per_column = verdict(binary("Add", w(1, 8, 4, 1), runtime_b=True))
+    assert per_channel.device == "DLA" and per_column.rule == "elt.broadcast"
     assert (per_row.device, per_row.rule, per_row.value) == ("GPU", "elt.broadcast", "operand 1x8x1x4 broadcast to 1x8x4x4")
 
 
@@ -310,3 +311,8 @@ def test_slicing_a_batch_of_one_whole_is_not_slicing_the_batch():
     inits = {"s": np.array([0], np.int64), "e": np.array([1], np.int64), "a": np.array([0], np.int64)}
     model = build([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], {"x": [1, 4, 8, 8]}, inits, opset=13)
     assert verdict(model).device == "DLA"
+
+
+def test_a_precision_the_dla_does_not_run_is_refused_naming_it():
+    with pytest.raises(EdgeError, match=r"^precision must be fp16 or int8 for DLA, not 'fp32'$"):
+        predict(conv(), "orin", "10.3", None, "fp32")

@@ -764,7 +764,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
         if node.op_type in PASSTHROUGH and node.input:
             alias[node.output[0]] = alias.get(node.input[0], node.input[0])
             continue
-        target = _merges_into_fc(graph, idx, node, fc)
+        target = _merges_into_fc(graph, node, fc)
         if target is None:
             target = _pad_into_conv(graph, node)
         if target is not None:
@@ -901,7 +901,7 @@ def _safe_flops(g: Graph, node: Any) -> int:
         return 0
 
 
-def _merges_into_fc(g: Graph, idx: int, node: Any, fc: Set[int]) -> Optional[int]:
+def _merges_into_fc(g: Graph, node: Any, fc: Set[int]) -> Optional[int]:
     """A flatten of [N, C, 1, 1] to [N, C] feeding only a fully connected layer: the builder's reshape_before undoes it."""
     if node.op_type not in ("Flatten", "Reshape", "Squeeze") or not node.output:
         return None
