@@ -15,7 +15,7 @@ import pytest
 from edge.telemetry.jtop_backend import sample_from_jtop
 from edge.telemetry.sysfs import SysfsBackend
 from tests.test_telemetry_jtop import FakeJtop
-from tests.test_telemetry_sysfs import _hwmon, _write, agx_orin_tree
+from tests.test_telemetry_sysfs import _hwmon, _write, agx_orin_tree, nano_jp4_tree
 
 power = pytest.importorskip("jtop.core.power", reason="jetson-stats (the fleet extra) is not installed")
 gpu = pytest.importorskip("jtop.core.gpu", reason="jetson-stats (the fleet extra) is not installed")
@@ -46,20 +46,6 @@ def _agx_orin_upstream_tree(root):
     _hwmon(root, "1-0041", 2, {1: (None, 0, 0), 2: ("VDDQ_VDD2_1V8AO", 4992, 113), 3: (None, 0, 0)})
 
 
-def _nano_jp4_tree(root):
-    dev = "bus/i2c/drivers/ina3221x/6-0040"
-    _write(root, f"{dev}/name", "ina3221x")
-    (root / "bus/i2c/devices").mkdir(parents=True, exist_ok=True)
-    (root / "bus/i2c/devices/6-0040").symlink_to(root / dev)
-    for n, (name, mv, ma, mw) in enumerate(
-        [("POM_5V_IN", 5080, 540, 2746), ("POM_5V_GPU", 5080, 31, 159), ("POM_5V_CPU", 5080, 157, 796)]
-    ):
-        _write(root, f"{dev}/iio:device0/rail_name_{n}", name)
-        _write(root, f"{dev}/iio:device0/in_voltage{n}_input", mv)
-        _write(root, f"{dev}/iio:device0/in_current{n}_input", ma)
-        _write(root, f"{dev}/iio:device0/in_power{n}_input", mw)
-
-
 def _rule(rule):
     """A total rule with its summed rails as a set: the order follows discovery (hwmon numbers change by boot)."""
     return (rule[:4], frozenset(rule[4:].split("+"))) if rule.startswith("sum:") else rule
@@ -71,7 +57,7 @@ def _rule(rule):
         (agx_orin_tree, "sum:VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0+VDDQ_VDD2_1V8AO"),  # JetPack 5 'NC' labels
         (_agx_orin_upstream_tree, "sum:VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0+VDDQ_VDD2_1V8AO"),
         (_orin_nx_tree, "VDD_IN"),
-        (_nano_jp4_tree, "POM_5V_IN"),
+        (nano_jp4_tree, "POM_5V_IN"),
     ],
 )
 def test_edge_and_jetson_stats_read_the_same_rails_and_total(tmp_path, build, total_rule):

@@ -125,15 +125,23 @@ def test_permission_denied_is_reported(tmp_path):
         SysfsBackend(tmp_path).open()
 
 
-def test_nano_jp4_iio_power_files_and_input_rail(tmp_path):
-    dev = "bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+def nano_jp4_tree(root):
+    """A Nano on JetPack 4: the ina3221x driver's iio device, with its own power files."""
+    dev = "bus/i2c/drivers/ina3221x/6-0040"
+    _write(root, f"{dev}/name", "ina3221x")
+    (root / "bus/i2c/devices").mkdir(parents=True, exist_ok=True)
+    (root / "bus/i2c/devices/6-0040").symlink_to(root / dev)
     for n, (name, mv, ma, mw) in enumerate(
         [("POM_5V_IN", 5080, 540, 2746), ("POM_5V_GPU", 5080, 31, 159), ("POM_5V_CPU", 5080, 157, 796)]
     ):
-        _write(tmp_path, f"{dev}/rail_name_{n}", name)
-        _write(tmp_path, f"{dev}/in_voltage{n}_input", mv)
-        _write(tmp_path, f"{dev}/in_current{n}_input", ma)
-        _write(tmp_path, f"{dev}/in_power{n}_input", mw)
+        _write(root, f"{dev}/iio:device0/rail_name_{n}", name)
+        _write(root, f"{dev}/iio:device0/in_voltage{n}_input", mv)
+        _write(root, f"{dev}/iio:device0/in_current{n}_input", ma)
+        _write(root, f"{dev}/iio:device0/in_power{n}_input", mw)
+
+
+def test_nano_jp4_iio_power_files_and_input_rail(tmp_path):
+    nano_jp4_tree(tmp_path)
     _write(tmp_path, "devices/gpu.0/load", 70)
     _write(tmp_path, "class/devfreq/57000000.gpu/device/of_node/name", "gpu")
     _write(tmp_path, "class/devfreq/57000000.gpu/cur_freq", 768000000)
