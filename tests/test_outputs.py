@@ -218,3 +218,71 @@ def test_a_read_only_folder_is_refused(tmp_path: Path):
 def test_strict_json_is_always_valid_json(value):
     text = json.dumps(strict_json(value))
     json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in {text}"))
+
+
+@pytest.mark.parametrize(
+    "private, mode, expected",
+    [(False, None, "umask"), (True, None, 0o600), (True, 0o640, 0o640), (False, 0o604, 0o604)],
+)
+def test_the_mode_is_the_callers_else_private_else_what_open_gives(tmp_path: Path, private, mode, expected):
+    """Module docstring: outputs get a plain open()'s mode under the umask; private=True gives 0600; a mode wins."""
+    old = os.umask(0o027)
+    try:
+        path = write_atomic(tmp_path / "f.yaml", "secret: x\n", private=private, mode=mode)
+    finally:
+        os.umask(old)
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640 if expected == "umask" else expected)  # 0666 & ~027
+
+
+def test_a_discarded_temp_closes_its_descriptor_and_a_finished_one_finishes_once(tmp_path: Path):
+    staged = Staged(tmp_path / "a.bin")
+    fd = staged.fd
+    staged.discard()
+    with pytest.raises(OSError):  # EBADF: closed
+        os.fstat(fd)
+    assert not staged.tmp.exists()
+    staged = Staged(tmp_path / "b.bin")
+    staged.write(b"bytes")
+    staged.finish()
+    staged.finish()  # a second call must not touch the closed descriptor
+    assert staged.commit().read_bytes() == b"bytes"
+
+
+def test_a_write_error_names_the_file_and_the_cause(tmp_path: Path, monkeypatch):
+    """The disk filling mid-write (ENOSPC from write(2), stood in here) is one line that says so."""
+    import errno
+
+    (tmp_path / "r.json").write_text("old")
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(EdgeError) as info:
+        write_atomic(tmp_path / "r.json", "new")
+    monkeypatch.undo()
+    assert (
+        str(info.value)
+        == f"cannot write {tmp_path / 'r.json'}: No space left on device (the disk is full); the previous file, if any, is unchanged"
+    )
+    assert (tmp_path / "r.json").read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_name_whose_temp_would_not_fit_the_folder_is_refused_with_the_length_to_use(tmp_path: Path):
+    """The temp beside NAME.json is .NAME.PID.XXXXXXXX.partial.json: 19 + len(PID) bytes more than the name."""
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    spare = 19 + len(str(os.getpid()))
+    fits = tmp_path / ("a" * (limit - spare - 5) + ".json")
+    check_outputs({"--json": fits})
+    too_long = tmp_path / ("a" * (limit - spare - 4) + ".json")
+    with pytest.raises(EdgeError) as info:
+        check_outputs({"--json": too_long})
+    assert str(info.value) == (
+        f"--json {'a' * 40}...: a name of {limit - spare + 1} bytes is too long; the temp written beside it needs "
+        f"{spare} more and the folder allows {limit}; use at most {limit - spare} bytes"
+    )
+
+
+@pytest.mark.parametrize("value, expected", [(float("nan"), None), (float("inf"), None), (-float("inf"), None), (1.5, 1.5)])
+def test_strict_json_nulls_exactly_the_non_finite_floats(value, expected):
+    assert strict_json({"a": [value, (value,)]}) == {"a": [expected, [expected]]}
