@@ -413,7 +413,19 @@ def test_w8_an_output_folder_removed_mid_run_is_a_failed_run(base: Path, tmp_pat
         [*entry("edge-run"), "-c", base, "--loop", "-q", "--telemetry", "none", "--results", gone / "r.jsonl"]
         + ["--summary-json", gone / "s.json"]
     )
-    assert child.wait_for(lambda: bool(temps(gone)), 60), child.finish(5)
+
+    # A results line written (the sink writes each line through): frames flow, so SIGTERM means "drain", not a stop
+    # during start-up (exit 143), which a loaded machine made this test meet.
+    def written() -> bool:
+        for p in temps(gone):
+            try:
+                if os.stat(p).st_size:
+                    return True
+            except FileNotFoundError:
+                pass
+        return False
+
+    assert child.wait_for(written, 60), child.finish(5)
     shutil.rmtree(gone)
     child.signal(signal.SIGTERM)
     o = child.finish(30)
