@@ -286,3 +286,48 @@ def test_a_name_whose_temp_would_not_fit_the_folder_is_refused_with_the_length_t
 @pytest.mark.parametrize("value, expected", [(float("nan"), None), (float("inf"), None), (-float("inf"), None), (1.5, 1.5)])
 def test_strict_json_nulls_exactly_the_non_finite_floats(value, expected):
     assert strict_json({"a": [value, (value,)]}) == {"a": [expected, [expected]]}
+
+
+def test_a_file_size_limit_is_named_as_such(tmp_path: Path, monkeypatch):
+    import errno
+
+    def too_big(fd, data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    monkeypatch.setattr(os, "write", too_big)
+    with pytest.raises(EdgeError, match=r": File too large \(the file-size limit, ulimit -f\); the previous file"):
+        write_atomic(tmp_path / "r.json", "new")
+
+
+def test_a_temp_of_a_live_process_is_left_and_the_process_is_not_signalled(tmp_path: Path):
+    """Liveness is asked with signal 0, which sends nothing: a live writer's temp stays and the writer runs on."""
+    writer = subprocess.Popen(["sleep", "60"])
+    try:
+        temp = tmp_path / f".r.{writer.pid}.abcd1234.partial.json"
+        temp.write_text("half")
+        remove_stale_temps(tmp_path / "r.json")
+        assert temp.exists() and writer.poll() is None
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_an_existing_image_of_an_input_folder_is_never_an_output_but_a_new_file_there_may_be(tmp_path: Path):
+    images = tmp_path / "imgs"
+    images.mkdir()
+    (images / "a.png").write_bytes(b"png")
+    with pytest.raises(EdgeError):
+        check_outputs({"--json": images / "a.png"}, {"--images": images})
+    check_outputs({"--json": images / "new.json"}, {"--images": images})
+
+
+def test_a_name_too_long_for_a_missing_folder_is_measured_against_255_bytes(tmp_path: Path):
+    with pytest.raises(EdgeError, match=r"the folder allows 255; use at most"):
+        check_outputs({"--json": tmp_path / "missing" / ("a" * 300 + ".json")})
+
+
+def test_a_journal_past_its_1_mib_cap_is_refused_unread(tmp_path: Path):
+    journal = tmp_path / ".e.engine.commit"
+    journal.write_text(json.dumps([["x" * (1 << 20), "e.engine"]]))
+    with pytest.raises(EdgeError, match="an interrupted write left a journal that cannot be read"):
+        settle(tmp_path / "e.engine")
