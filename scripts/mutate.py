@@ -116,14 +116,17 @@ def main() -> int:
         f.write(config(modules, tests, per_test_timeout=300))
     print(f"mutate: {', '.join(modules)} against {len(tests)} test file(s): {' '.join(tests)}", flush=True)
 
+    log = work / "mutmut.log"  # kept to explain a run with no results (mutmut stops when the unmutated tests fail)
+
     def run(names: list[str], budget: float) -> None:
-        subprocess.run(
-            [mutmut, "run", "--max-children", str(args.jobs), *names],
-            cwd=clone,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=budget,
-        )
+        with open(log, "ab") as out:
+            subprocess.run(
+                [mutmut, "run", "--max-children", str(args.jobs), *names],
+                cwd=clone,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=budget,
+            )
 
     try:
         if args.sample:
@@ -149,6 +152,9 @@ def main() -> int:
         share = 100.0 * killed / len(mine) if mine else 0.0
         ok &= bool(mine) and share >= args.min
         print(f"{m}: {killed}/{len(mine)} killed ({share:.1f} %), {len(survivors)} survived")
+        if not mine:
+            said = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+            print("  no mutant ran to a result; the last lines mutmut printed:", *(f"    {s[-200:]}" for s in said), sep="\n")
         for name in survivors:
             shown = subprocess.run([mutmut, "show", name], cwd=clone, capture_output=True, text=True).stdout
             diff = [line for line in shown.splitlines() if line[:2] in ("- ", "+ ")]
