@@ -17,12 +17,14 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
 import yaml
 
+from tests._hostile import entry
 from tests.conftest import DEMO_CONFIG, ROOT, run_cli, run_results
 
 pytestmark = pytest.mark.jetson
@@ -116,21 +118,12 @@ def calib_images(work: Path, megamind: Path) -> Path:
     return folder
 
 
-def _cli(*args: object, timeout: float = 900):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "edge", *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
+def _cli(*args: object, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([*entry("edge"), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def _build(*args: object) -> None:
-    import subprocess
-    import sys
-
-    code = "import sys; from edge.cli import build_main; sys.exit(build_main())"
-    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    r = subprocess.run([*entry("edge-build"), *map(str, args)], capture_output=True, text=True, timeout=1800, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
 
 
