@@ -27,12 +27,12 @@ while [ $# -gt 0 ]; do
     --here) here=1 ;;
     --out) out_dir=${2:?--out needs a folder}; shift ;;
     -h | --help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "jetson_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) echo "jetson_check.sh: unknown argument $(printf %q "$1") (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 if [ ! -d "$out_dir" ] || [ ! -w "$out_dir" ]; then
-  echo "jetson_check.sh: --out '$out_dir' is not a writable folder" >&2
+  echo "jetson_check.sh: --out $(printf %q "$out_dir") is not a writable folder" >&2  # %q: no escape sequence reaches the terminal
   exit 2
 fi
 if [ "$here" = 0 ] && [ ! -f /etc/nv_tegra_release ]; then

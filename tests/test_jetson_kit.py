@@ -64,8 +64,10 @@ def test_off_a_jetson_without_here_the_kit_refuses_in_one_line():
 @pytest.mark.parametrize(
     "args, line",
     [
-        (["--out", "/nonexistent/x"], "jetson_check.sh: --out '/nonexistent/x' is not a writable folder"),
-        (["--frames"], "jetson_check.sh: unknown argument '--frames' (see --help)"),
+        (["--out", "/nonexistent/x"], "jetson_check.sh: --out /nonexistent/x is not a writable folder"),
+        (["--frames"], "jetson_check.sh: unknown argument --frames (see --help)"),
+        (["--out", "/no/\x1b[2Jx"], "jetson_check.sh: --out $'/no/\\E[2Jx' is not a writable folder"),
+        (["x\ny"], "jetson_check.sh: unknown argument $'x\\ny' (see --help)"),
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_2(args, line):
