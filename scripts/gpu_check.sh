@@ -20,19 +20,9 @@ if [ -z "${EDGE_CACHE:-}" ] && [ -d .whl/edge-cache/assets ]; then
   export EDGE_CACHE=$PWD/.whl/edge-cache
 fi
 
-summary=()
-step() {  # step NAME SECONDS COMMAND...: run it, keep its log, note its exit status and time
-  local name=$1 limit=$2 t0 rc
-  shift 2
-  echo "=== $name (at most ${limit} s): $*"
-  t0=$(date +%s)
-  timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
-  rc=${PIPESTATUS[0]}
-  local verdict="ok"
-  [ "$rc" -ne 0 ] && verdict="FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ', timed out'))"
-  # The step's last line says what it found (pytest's counts: a skip here is a test that did not run on the GPU).
-  summary+=("$(printf '%-8s %-28s %4d s  %s' "$name" "$verdict" "$(($(date +%s) - t0))" "$(tail -n 1 "$out/$name.log" | cut -c1-90)")")
-}
+step_log=$out STEP_SHOW=all
+# shellcheck source=scripts/steps.sh
+source scripts/steps.sh
 
 step env 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
   python3 -c "import pycuda.driver as d, cv2, numpy; d.init(); dev = d.Device(0);

@@ -49,24 +49,14 @@ mkdir -p "$log"
 export PYTHONUNBUFFERED=1 EDGE_JETSON_OUT="$log"
 unset EDGE_REQUIRE_SERVERS  # a skip here is reported in the bundle; the allow-list of skips is CI's
 
-summary=()
-step() {  # step NAME SECONDS COMMAND...: run it, keep its log, note its exit status, time and last line
-  local name=$1 limit=$2 t0 rc verdict
-  shift 2
-  echo "=== $name (at most ${limit} s)"
-  t0=$(date +%s)
-  timeout "$limit" "$@" > "$log/$name.log" 2>&1
-  rc=$?
-  verdict="ok"
-  [ "$rc" -ne 0 ] && verdict="FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ', timed out'))"
-  tail -n 3 "$log/$name.log"
-  summary+=("$(printf '%-10s %-26s %5d s  %s' "$name" "$verdict" "$(($(date +%s) - t0))" "$(tail -n 1 "$log/$name.log" | cut -c1-100)")")
-}
+step_log=$log
+# shellcheck source=scripts/steps.sh
+source scripts/steps.sh
 
 facts() {
   echo "edge $(git rev-parse --short HEAD 2>/dev/null || echo '(not a git clone)') $(git status --porcelain 2>/dev/null | grep -q . && echo '(modified)')"
   cat /etc/nv_tegra_release 2>/dev/null || echo "no /etc/nv_tegra_release"
-  tr -d '\0' < /proc/device-tree/model 2>/dev/null && echo || echo "no device-tree model"
+  if [ -r /proc/device-tree/model ]; then tr -d '\0' < /proc/device-tree/model; echo; else echo "no device-tree model"; fi
   uname -a
   dpkg-query -W -f '${Package} ${Version}\n' 'nvidia-jetpack' 'tensorrt' 'libnvinfer*' 'python3-libnvinfer*' 'cuda-runtime*' 'libcudla*' 2>/dev/null
   command -v nvpmodel > /dev/null && nvpmodel -q 2>&1 | head -3

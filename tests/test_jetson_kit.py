@@ -7,6 +7,8 @@ of them must skip and say why, and ``edge doctor`` must fail on "not a Jetson", 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import PROMPT_S, ROOT
 from tests.test_jetson import frames_that_agree
 
 KIT = ROOT / "scripts" / "jetson_check.sh"
@@ -42,10 +44,12 @@ def test_here_the_kit_bundles_every_step_with_each_jetson_test_skipped_and_why(t
         summary = tar.extractfile(names["summary.txt"]).read().decode()
         junit = ET.fromstring(tar.extractfile(names["jetson-tests.xml"]).read())
         doctor = tar.extractfile(names["doctor.json"]).read().decode()
+        facts = tar.extractfile(names["facts.log"]).read().decode()
     steps = {line.split()[0]: line for line in summary.splitlines()}
     assert set(steps) == {"facts", "doctor", "tests", "device"}  # no setup, bench or tegrastats off a Jetson
     assert "FAILED (exit 1)" in steps["doctor"] and '"not a Jetson' in doctor
-    assert " ok " in steps["tests"] and " ok " in steps["device"]
+    assert " ok " in steps["tests"] and " ok " in steps["device"] and " ok " in steps["facts"]
+    assert os.uname().release in facts and "no /etc/nv_tegra_release" in facts  # the facts step ran its function
     cases = junit.findall(".//testcase")
     skipped = [c.find("skipped") for c in cases]
     assert len(cases) == 9 and all(s is not None and "not a Jetson" in s.get("message", "") for s in skipped)
@@ -73,6 +77,35 @@ def test_off_a_jetson_without_here_the_kit_refuses_in_one_line():
 def test_a_bad_argument_is_one_line_and_exit_2(args, line):
     r = _kit(*args)
     assert (r.returncode, r.stderr.splitlines()) == (2, [line])
+
+
+def _steps(tmp_path, script):
+    """Runs SCRIPT in bash after sourcing scripts/steps.sh with its logs in tmp_path; returns (stdout, summary)."""
+    body = f"step_log={shlex.quote(str(tmp_path))}\nsource scripts/steps.sh\n{script}\nprintf '%s\\n' \"${{summary[@]}}\"\n"
+    r = subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=PROMPT_S, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_a_step_runs_a_function_of_the_script_with_its_arguments(tmp_path):
+    """The kit's facts and setup steps are functions; timeout(1) runs only programs, so a function needs a bash
+    given its body (before this, both steps failed with exit 127 and setup never made the Jetson's venv)."""
+    out = _steps(tmp_path, 'greet() { echo "hello $1"; return 3; }\nstep greet 5 greet "a b"')
+    assert (tmp_path / "greet.log").read_text() == "hello a b\n"
+    assert re.search(r"^greet +FAILED \(exit 3\) +\d+ s  hello a b$", out, re.M)
+
+
+def test_a_step_past_its_limit_is_named_timed_out_and_the_next_step_runs(tmp_path):
+    out = _steps(tmp_path, "step slow 1 sleep 30\nstep next 5 echo done")
+    # coreutils' timeout exits 124 when the command ran out of time
+    assert re.search(r"^slow +FAILED \(exit 124, timed out\) ", out, re.M)
+    assert re.search(r"^next +ok +\d+ s  done$", out, re.M)
+
+
+def test_show_all_prints_the_output_as_it_comes_and_keeps_the_exit_status(tmp_path):
+    out = _steps(tmp_path, "STEP_SHOW=all\nstep two 5 bash -c 'echo one; echo two; exit 4'")
+    assert out.splitlines()[:3] == ["=== two (at most 5 s)", "one", "two"]
+    assert re.search(r"^two +FAILED \(exit 4\) ", out, re.M)
 
 
 def _det(x, y, w, h, score):
