@@ -134,6 +134,8 @@ _KIND = {
     "Shape": "SHAPE",
     "Size": "SHAPE",
     "Constant": "CONSTANT",
+    "Identity": "IDENTITY",  # addIdentity; Dropout in inference mode returns an identity too (RETURN_IDENTITY)
+    "Dropout": "IDENTITY",
     "CumSum": "LOOP",
     "OneHot": "ONE_HOT",
     "GridSample": "GRID_SAMPLE",
