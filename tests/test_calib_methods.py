@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from edge.calib.methods import amax, entropy_bin, kl_divergences, percentile_bin
+from edge.calib.methods import amax, entropy_bin, kl_divergences, mse_errors, percentile_bin
 from edge.errors import EdgeError
 
 
@@ -42,6 +42,30 @@ def test_kl_of_a_four_bin_histogram_matches_the_hand_computation():
 def test_kl_is_infinite_where_q_has_no_mass_for_p_outliers():
     _, kl = kl_divergences([1, 0, 0, 5], levels=2)
     assert np.isinf(kl).all()
+    # a single outlier is mass Q misses just the same (i=2: P=[1,1]/2, Q=[1,0]/1)
+    _, kl = kl_divergences([1, 0, 0, 1], levels=2)
+    assert np.isinf(kl).all()
+
+
+def test_kl_does_not_depend_on_the_histograms_scale():
+    # KL(P||Q) is of the normalised distributions: counts, or the same counts as fractions, give the same divergences
+    h = np.array([4, 2, 0, 1, 3, 0, 2, 1, 1], float)
+    np.testing.assert_allclose(kl_divergences(h / h.sum(), 2)[1], kl_divergences(h, 2)[1], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(kl_divergences(h, 2)[1], slide_kl(h, 2), rtol=1e-12, atol=1e-15)
+
+
+def test_kl_with_one_level():
+    # h = [2, 1, 1], one level. i=1: P=[4]/4, Q=[2]/2: KL 0. i=2: P=[2,2]/4, Q=[1.5,1.5]/3 (3 spread over 2): KL 0.
+    i, kl = kl_divergences([2, 1, 1], levels=1)
+    assert i.tolist() == [1, 2] and kl == pytest.approx([0.0, 0.0], abs=1e-12)
+    # h = [1, 3, 2]: i=1: KL 0. i=2: P=[1,5]/6, Q=[2,2]/4: 1/6 ln(1/3) + 5/6 ln(5/3).
+    _, kl = kl_divergences([1, 3, 2], levels=1)
+    assert kl == pytest.approx([0.0, math.log(1 / 3) / 6 + 5 / 6 * math.log(5 / 3)], abs=1e-12)
+
+
+def test_a_histogram_without_a_candidate_is_refused():
+    with pytest.raises(ValueError, match="^a histogram of 128 bins has no candidate above 128 levels$"):
+        kl_divergences(np.ones(128))
 
 
 def test_vectorised_kl_equals_the_slide_loop_on_random_histograms():
@@ -97,6 +121,20 @@ def test_percentile_takes_the_upper_edge_of_the_bin_that_reaches_it():
     assert percentile_bin(hist, 80.01) == 3
     assert amax("percentile", np.array(hist), 4.0, 3.5, percentile=80) == 2.0
     assert amax("percentile", np.array(hist), 4.0, 2.5, percentile=100) == 2.5  # never above the largest |x|
+    # counts up to the last bin: 100 % needs all four
+    assert percentile_bin([1, 1, 1, 1], 100) == 4
+    assert percentile_bin([1, 1, 1, 1], 75.01) == 4
+
+
+def test_mse_error_by_hand():
+    # h = [1, 0, 0, 1], bins of width 1, centres 0.5 and 3.5; INT8 step s = T / 127, so T <= 4 rounds nothing to
+    # zero (both centres are above s / 2). Clipping at T costs (c - T)^2 + 1/12 for the bin above, rounding s^2 / 12
+    # per value below T.
+    err = mse_errors([1, 0, 0, 1])
+    rounding = [(t / 127) ** 2 / 12 for t in (1, 2, 3, 4)]
+    assert err[0] == pytest.approx(rounding[0] + (3.5 - 1) ** 2 + 1 / 12, rel=1e-12)
+    assert err[2] == pytest.approx(rounding[2] + (3.5 - 3) ** 2 + 1 / 12, rel=1e-12)
+    assert err[3] == pytest.approx(2 * rounding[3], rel=1e-12)
 
 
 def test_minmax_is_the_largest_absolute_value_and_zero_tensors_stay_zero():
