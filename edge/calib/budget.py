@@ -12,6 +12,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from edge.calib.check import Measurement
 
+TOLERANCE = 1e-12  # a miss this small is float rounding (0.9 - 0.885 is 1.5000000000000013 points), not a miss
+
 
 @dataclass
 class Budget:
@@ -35,7 +37,7 @@ class Budget:
             miss = max(miss, self.min_agreement - self.agreement(m))
         if self.max_drop is not None and m.labelled is not None and fp32_score is not None:
             miss = max(miss, (fp32_score - m.labelled.score) * 100 - self.max_drop)
-        return miss if miss > 1e-12 else 0.0
+        return miss if miss > TOLERANCE else 0.0
 
     def to_dict(self) -> Dict[str, float]:
         out = {}
@@ -94,10 +96,10 @@ def search(
 def describe_miss(budget: Budget, m: Measurement, fp32_score: Optional[float]) -> str:
     parts = []
     agreement = budget.agreement(m)
-    if budget.min_agreement is not None and agreement < budget.min_agreement:
+    if budget.min_agreement is not None and budget.min_agreement - agreement > TOLERANCE:
         parts.append(f"agreement {agreement:.4f} < {budget.min_agreement} (short by {budget.min_agreement - agreement:.4f})")
     if budget.max_drop is not None and m.labelled is not None and fp32_score is not None:
         drop = (fp32_score - m.labelled.score) * 100
-        if drop > budget.max_drop:
+        if drop - budget.max_drop > TOLERANCE:
             parts.append(f"{m.labelled.metric} drop {drop:.2f} points > {budget.max_drop} (over by {drop - budget.max_drop:.2f})")
     return "; ".join(parts) or "met"
