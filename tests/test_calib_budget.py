@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge.calib.budget import Budget, search
+from edge.calib.budget import Budget, describe_miss, search
 from edge.calib.check import Measurement
 from edge.calib.fidelity import FidelityMeter, OutputFidelity, class_axis, decisions
 from edge.calib.methods import amax, mse_bin, mse_errors
@@ -160,6 +160,74 @@ def test_budget_shortfall_of_top1_points():
     m = Measurement([], labelled=SimpleNamespace(top1=0.90, score=0.90, metric="top-1", top5=1.0, images=100))
     assert Budget(max_drop=0.5).shortfall(m, 0.915) == pytest.approx(1.0)
     assert Budget(max_drop=2.0).shortfall(m, 0.915) == 0.0
+
+
+def test_a_search_that_never_meets_the_budget_keeps_the_closest_k_and_the_fewest_on_ties():
+    shortfalls = {0: 0.5, 1: 0.3, 2: 0.1, 4: 0.2, 5: 0.1}  # 1, 2, 4, then the whole ranking of 5
+
+    def measure(k):
+        return Measurement([OutputFidelity("y", 100, k)])
+
+    r = search(range(5), measure, lambda m: shortfalls[m.fidelity[0].agree], measure(0))
+    assert (r.kept, r.met, r.shortfall, r.measurement.fidelity[0].agree) == (2, False, 0.1, 2)
+    assert r.tried == [(0, 0.5), (1, 0.3), (2, 0.1), (4, 0.2), (5, 0.1)]
+
+
+def test_a_search_over_no_layers_is_the_start_alone():
+    start = fake(0.5)
+    r = search([], lambda k: pytest.fail("nothing to measure"), lambda m: 0.25, start)
+    assert (r.kept, r.met, r.measurement, r.shortfall, r.tried) == (0, False, start, 0.25, [(0, 0.25)])
+    r = search([3, 1], lambda k: pytest.fail("nothing to measure"), lambda m: 0.0, start)
+    assert (r.kept, r.met, r.tried) == (0, True, [(0, 0.0)])
+
+
+def test_a_met_search_returns_the_measurement_of_the_k_it_keeps():
+    measured = {k: fake(1.0 if k >= 3 else 0.5) for k in range(9)}
+    budget = Budget(min_agreement=0.99)
+    r = search(range(8), measured.__getitem__, lambda m: budget.shortfall(m, None), measured[0])
+    # 1, 2, 4 (met), then 3 between 2 and 4
+    assert (r.kept, r.met, r.shortfall) == (3, True, 0.0) and r.measurement is measured[3]
+    assert r.tried == [(0, pytest.approx(0.49)), (1, pytest.approx(0.49)), (2, pytest.approx(0.49)), (4, 0.0), (3, 0.0)]
+
+
+def test_the_agreement_budget_watches_the_named_outputs_or_all():
+    m = Measurement([OutputFidelity("boxes", 10, 5), OutputFidelity("scores", 10, 9)])
+    assert Budget(min_agreement=0.8).shortfall(m, None) == pytest.approx(0.3)  # boxes: 0.8 - 0.5
+    assert Budget(min_agreement=0.8, outputs=["scores"]).shortfall(m, None) == 0.0
+    assert Budget(min_agreement=0.95, outputs=["scores"]).shortfall(m, None) == pytest.approx(0.05)
+    assert Budget(min_agreement=0.99).agreement(Measurement([])) == 1.0  # nothing watched: nothing missed
+    # the larger of the two misses: 0.3 of agreement against 1.5 - 1.0 = 0.5 points
+    labelled = SimpleNamespace(score=0.885, metric="top-1")
+    both = Budget(min_agreement=0.8, max_drop=1.0)
+    assert both.shortfall(Measurement(m.fidelity, labelled), 0.9) == pytest.approx(0.5)
+    # without the labelled score (no labelled set, or no FP32 score) the drop is not judged
+    assert both.shortfall(Measurement(m.fidelity, labelled), None) == pytest.approx(0.3)
+    assert both.shortfall(m, 0.9) == pytest.approx(0.3)
+    # a miss of float rounding's size is none
+    assert Budget(min_agreement=0.1 + 0.2).shortfall(Measurement([OutputFidelity("y", 10, 3)]), None) == 0.0
+
+
+def test_a_budget_is_given_by_either_limit_and_written_with_what_it_holds():
+    assert not Budget().given and Budget().to_dict() == {}
+    assert Budget(min_agreement=0.0).given and Budget(max_drop=0.0).given
+    assert Budget(min_agreement=0.99, max_drop=1.5, outputs=["y"]).to_dict() == {
+        "min_agreement": 0.99,
+        "max_drop_points": 1.5,
+        "outputs": ["y"],
+    }
+    assert Budget(max_drop=1.5).to_dict() == {"max_drop_points": 1.5}
+
+
+def test_a_missed_budget_says_by_how_much():
+    labelled = SimpleNamespace(score=0.885, metric="mAP@0.5:0.95")
+    m = Measurement([OutputFidelity("y", 100, 95)], labelled)
+    both = Budget(min_agreement=0.99, max_drop=0.5)
+    assert describe_miss(both, m, 0.9) == (
+        "agreement 0.9500 < 0.99 (short by 0.0400); mAP@0.5:0.95 drop 1.50 points > 0.5 (over by 1.00)"
+    )
+    assert describe_miss(Budget(min_agreement=0.95, max_drop=1.5), m, 0.9) == "met"  # equal is within the budget
+    assert describe_miss(both, m, None) == "agreement 0.9500 < 0.99 (short by 0.0400)"
+    assert describe_miss(Budget(max_drop=0.5), Measurement(m.fidelity), 0.9) == "met"
 
 
 # --- the sidecar -----------------------------------------------------------------------------------------------------
