@@ -109,11 +109,105 @@ def test_a_wrong_type_is_refused_in_one_line(family, declared):
     assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
 
 
+def _hand_centerface() -> Outputs:
+    """Cell (row 3, column 4) of the 8x8 map of a 32x32 input (stride 4), zero scale and offset (CenterFace's decode):
+    a 4x4 box centred on ((4 + 0.5) * 4, (3 + 0.5) * 4) = (18, 14)."""
+    outs = {k: np.zeros_like(v) for k, v in _centerface(np.random.default_rng(0)).items()}
+    outs["heatmap"][0, 0, 3, 4] = 0.8
+    return outs
+
+
+def _hand_picodet() -> Outputs:
+    """Level 0 (stride 8) cell (row 2, column 3), anchor 2 * 8 + 3 = 19, centre (3.5 * 8, 2.5 * 8) = (28, 20); a side's
+    distance is the mean bin of a softmax over 8 bins: one bin at 30 and the rest at 0 give that bin (left 1, top 2),
+    two bins at 30 give their middle (right 1.5, bottom 0.5), times the stride: box (28 - 8, 20 - 16, 28 + 12, 20 + 4).
+    The same anchor at 0.6 for class 1 makes a second candidate (PaddleDetection's per-class NMS keeps both)."""
+    outs = {k: np.zeros_like(v) for k, v in _picodet(np.random.default_rng(0)).items()}
+    outs["scores0"][0, 19, 2], outs["scores0"][0, 19, 1] = 0.8, 0.6
+    dist = outs["boxes0"][0, 19].reshape(4, 8)
+    dist[0, 1], dist[1, 2], dist[2, 1:3], dist[3, 0:2] = 30, 30, 30, 30
+    return outs
+
+
+def _hand_ssd() -> Outputs:
+    """Anchor 540 of TF's ssd_anchor_generator at 300x300: the first anchor (scale 0.1, aspect 1) of cell (9, 9) of the
+    19x19 layer, (9 * 19 + 9) * 3, centred on (9.5 / 19, 9.5 / 19) = (0.5, 0.5), 0.1 high and wide. FasterRcnnBoxCoder
+    with scale factors 10, 10, 5, 5: [ty, tx, th, tw] = [1, 2, 5 ln 2, 0] give centre y 0.5 + 0.1 * 0.1 = 0.51, x 0.5 +
+    0.2 * 0.1 = 0.52, height 0.1 * 2, width 0.1: x 0.47..0.57, y 0.41..0.61, times 300. Score sigmoid(ln 4) = 0.8."""
+    enc, logits = np.zeros((1, 1917, 4), np.float32), np.full((1, 1917, 2), -30.0, np.float32)
+    enc[0, 540] = [1.0, 2.0, 5 * np.log(2.0), 0.0]
+    logits[0, 540, 1] = np.log(4.0)
+    return {"raw_box_encodings": enc, "class_logits": logits}
+
+
+def _hand_retinaface() -> Outputs:
+    """Prior 20 of the 168 (row 1, column 2 of stride 8: (1 * 8 + 2) cells in, two priors a cell; size 16), centred
+    on (20, 12); zero offsets keep the prior: box (12, 4, 28, 20)."""
+    outs = _retinaface(np.random.default_rng(0))
+    outs["loc"][:], outs["landmarks"][:] = 0, 0
+    outs["conf"][..., 0], outs["conf"][..., 1] = 1, 0
+    outs["conf"][0, 20] = [0.1, 0.9]
+    return outs
+
+
+def _hand_detr() -> Outputs:
+    """Ultralytics' RT-DETR rows (cx, cy, w, h normalised, score, class): (0.5, 0.25, 0.25, 0.125) of 320 is
+    x 120..200, y 60..100."""
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, :, :4] = 0.5
+    rows[0, 7] = [0.5, 0.25, 0.25, 0.125, 0.9, 2]
+    return {"output0": rows}
+
+
+def _hand_segment() -> Outputs:
+    """Class 3 best on map cells rows 2..3, columns 4..7 of a 16x16 map over 64x64 (4x4 pixels a cell): box (16, 8,
+    32, 16), 8 cells of 16 pixels; class 0 everywhere else, 4096 - 128 pixels."""
+    logits = np.zeros((1, 4, 16, 16), np.float32)
+    logits[0, 0] = 1
+    logits[0, 3, 2:4, 4:8] = 2
+    return {"map": logits}
+
+
+def _hand_yolo_end2end() -> Outputs:
+    """End-to-end YOLO rows are x1, y1, x2, y2 in input pixels, score, class: a 640 frame is the input itself."""
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, 0] = [100, 200, 300, 400, 0.9, 1]
+    return {"output0": rows}
+
+
+def _hand_yolo() -> Outputs:
+    """YOLOv8 columns are cx, cy, w, h in input pixels, then class scores: (32, 16, 20, 10) is (22, 11, 42, 21)."""
+    out = np.zeros((1, 7, 84), np.float32)
+    out[0, :, 5] = [32, 16, 20, 10, 0, 0.9, 0]
+    return {"output0": out}
+
+
+# family -> (the hand-built outputs, what its definition says they decode to: (box, score, class) or (class, pixels,
+# box)); the frame is the input's own size, so input pixels are frame pixels
+HAND = {
+    "centerface": (_hand_centerface, [([16, 12, 20, 16], 0.8, 0)]),
+    "picodet": (_hand_picodet, [([20, 4, 40, 24], 0.8, 2), ([20, 4, 40, 24], 0.6, 1)]),
+    "ssd": (_hand_ssd, [([141, 123, 171, 183], 0.8, 0)]),
+    "retinaface": (_hand_retinaface, [([12, 4, 28, 20], 0.9, 0)]),
+    "detr": (_hand_detr, [([120, 60, 200, 100], 0.9, 2)]),
+    "segment": (_hand_segment, [(0, 3968, [0, 0, 64, 64]), (3, 128, [16, 8, 32, 16])]),
+    "yolo_end2end": (_hand_yolo_end2end, [([100, 200, 300, 400], 0.9, 1)]),
+    "yolo": (_hand_yolo, [([22, 11, 42, 21], 0.9, 1)]),
+}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_each_family_decodes_as_itself(family):
-    spec, make = FAMILIES[family]
-    result = run(family, make(np.random.default_rng(0)), spec, score_threshold=0.5)
-    assert result.segments if family == "segment" else result.detections
+def test_each_family_decodes_a_hand_built_output_by_its_definition(family):
+    spec = FAMILIES[family][0]
+    make, want = HAND[family]
+    result = run(family, make(), spec, frame=(spec.height, spec.width))
+    if family == "segment":
+        got = [(s.class_id, s.pixels, s.box) for s in result.segments]
+    else:
+        got = [(d.box, d.score, d.class_id) for d in result.detections]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g == (pytest.approx(w[0], abs=1e-3), pytest.approx(w[1], abs=1e-5), pytest.approx(w[2], abs=1e-3))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
