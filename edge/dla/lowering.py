@@ -193,7 +193,9 @@ def lower(op: str, name: str, trt: str, domain: str = "", fully_connected: bool 
     elif op in ("Cast", "CastLike"):
         kind = "IDENTITY" if v8 else "CAST"  # 8.x imports Cast as an identity layer with an output type
     elif op == "InstanceNormalization" and v8:
-        kind = "PLUGIN_V2"  # InstanceNormalization_TRT; native only with kNATIVE_INSTANCENORM, default from 10.0
+        # InstanceNormalization_TRT; native only with kNATIVE_INSTANCENORM, default from 10.0. The parser shuffles
+        # around the plugin only for a 3-D input (needToExpandDims), which the DLA never takes.
+        kind = "PLUGIN_V2"
     else:
         kind = _KIND.get(op, "UNKNOWN")
     layers = [(kind.split("(")[0], name)]
@@ -205,6 +207,4 @@ def lower(op: str, name: str, trt: str, domain: str = "", fully_connected: bool 
         layers = [("SHUFFLE", f"reshape_before_{name}"), ("FULLY_CONNECTED", name), ("SHUFFLE", f"reshape_after_{name}")]
     elif op == "Gemm":
         layers.append(("ELEMENTWISE", "(Unnamed Layer*) [ElementWise] (bias)"))
-    elif op == "InstanceNormalization" and v8:
-        layers = [("SHUFFLE", "(Unnamed Layer*) [Shuffle]"), ("PLUGIN_V2", name), ("SHUFFLE", "(Unnamed Layer*) [Shuffle]")]
     return Lowered(kind, layers)
