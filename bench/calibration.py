@@ -19,8 +19,11 @@ The speed/memory comparison: digits at 100 images, edge calib with its default m
 quantize_static with the Entropy calibrator (QDQ, per-channel, symmetric: TensorRT's setup), both writing a Q/DQ
 ONNX scored the same way.
 
+The budget search: each labelled model's search (--max-drop 0.5) against a plain calibration of the same model and
+images, and against the same search with --full-checks (every image scored at every step), in one run.
+
     python bench/calibration.py                   # everything (about 15 minutes on 2 cores)
-    python bench/calibration.py --only speed      # one part: models, speed, choose
+    python bench/calibration.py --only speed      # one part: models, speed, budget, choose
     python bench/calibration.py --only choose     # every method on the tuning sets: how the default was chosen
     python bench/calibration.py --quick           # small sets, for the test suite
 """
@@ -118,13 +121,16 @@ def _floor_child(count: int, qdq: Optional[str]) -> None:
             sess.run(None, {sess.get_inputs()[0].name: batch})
 
 
-def _timed(cmd: List[str]) -> Tuple[float, float, str]:
-    """Wall time and this child's own peak RSS: os.wait4 on a child that has not been reaped."""
+def _timed(cmd: List[str], cpu: Optional[List[float]] = None) -> Tuple[float, float, str]:
+    """Wall time and this child's own peak RSS: os.wait4 on a child that has not been reaped; its CPU seconds (user
+    and system) are appended to ``cpu`` when given."""
     t = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
         proc.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
         out.seek(0)
         err.seek(0)
@@ -333,6 +339,45 @@ def speed(tmp: Path, quick: bool) -> List[str]:
     return lines
 
 
+def budget_search(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
+    """The labelled budget search (--max-drop 0.5) against a plain calibration of the same model on the same images,
+    and against the same search scoring every image at every step (--full-checks): times side by side in one run,
+    and whether both searches chose the same FP16 layers and reported the same numbers."""
+    import re
+
+    lines = [
+        "labelled budget search (--max-drop 0.5) against a plain calibration (no --eval, no budget), side by side:",
+        f"  {'model':12} {'plain s':>8} {'search s':>9} {'x plain':>8} {'full s':>7} {'x plain':>8} {'checks':>6}  "
+        f"{'same choice':12} {'FP16':>4} {'INT8 top-1':>10}",
+    ]
+    runs = [r for r in model_runs(sets, tmp, "bench", quick) if r[1] == "top-1"]
+    for name, _, argv in runs[:1] if quick else runs:
+        plain_argv = argv[: argv.index("--eval")] + argv[argv.index("--eval") + 2 :]
+        slug = name.replace(" ", "-")
+        print(f"budget: {name}, plain calibration ...", file=sys.stderr, flush=True)
+        cpu: List[float] = []
+        plain, _, _ = _timed(_edge(*plain_argv, "--cache", str(tmp / f"plain-{slug}.cache")), cpu)
+        found = {}
+        for label, extra in (("stopped", []), ("full", ["--full-checks"])):
+            print(f"budget: {name}, search with {label} checks ...", file=sys.stderr, flush=True)
+            cache = tmp / f"budget-{slug}-{label}.cache"
+            wall, _, out = _timed(_edge(*argv, "--max-drop", "0.5", *extra, "--cache", str(cache)), cpu)
+            checks = re.search(r"\((\d+) INT8 checks\)", out)
+            found[label] = (wall, json.loads(cache.with_name(cache.name + ".json").read_text()), checks[1] if checks else "0")
+        (wall, side, checks), (full, full_side, _) = found["stopped"], found["full"]
+        same = side["layers"] == full_side["layers"] and side["after"] == full_side["after"]
+        lines.append(
+            f"  {name:12} {plain:8.1f} {wall:9.1f} {wall / plain:7.1f}x {full:7.1f} {full / plain:7.1f}x {checks:>6}  "
+            f"{'yes' if same else 'NO':12} {len(side['layers']):>4} {side['after']['int8_top1']:10.2%}"
+        )
+        lines.append(
+            f"  {'':12} CPU s: plain {cpu[0]:.1f}, search {cpu[1]:.1f} ({cpu[1] / cpu[0]:.1f}x), full checks {cpu[2]:.1f} "
+            f"({cpu[2] / cpu[0]:.1f}x); the search with stopped checks takes {cpu[1] / cpu[2]:.2f} of the full one's CPU "
+            f"(target: search <= 10x plain)"
+        )
+    return lines
+
+
 def _asset(name: str) -> Path:
     from edge import assets
 
@@ -341,7 +386,7 @@ def _asset(name: str) -> Path:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--only", choices=["models", "speed", "choose"], help="run one part")
+    parser.add_argument("--only", choices=["models", "speed", "budget", "choose"], help="run one part")
     parser.add_argument("--quick", action="store_true", help="small sets and ONNX Runtime MinMax (for the test suite)")
     parser.add_argument("--work", metavar="DIR", help="keep the generated image sets here (default: a temporary folder)")
     parser.add_argument("--ort-child", nargs=3, metavar=("METHOD", "N", "OUT"), help=argparse.SUPPRESS)
@@ -363,6 +408,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             report += models_table(make_sets(work, "bench", args.quick), tmp, args.quick)
         if args.only in (None, "speed"):
             report += speed(tmp, args.quick)
+        if args.only in (None, "budget"):
+            report += budget_search(make_sets(work, "bench", args.quick), tmp, args.quick)
         if args.only == "choose":
             report += choose_default(make_sets(work, "tune", args.quick), tmp, args.quick)
     print("\n".join(report))

@@ -1,11 +1,12 @@
 """FP32 against an INT8-simulated model (Q/DQ in ONNX Runtime): label-free fidelity on the agreement images, top-1 and
 top-5 on a labelled set. The FP32 side runs once; its outputs are kept while they fit the memory budget, so each
-candidate INT8 model of the budget search costs one INT8 pass."""
+candidate INT8 model of the budget search costs one INT8 pass, or part of one: a top-1 budget is decided as soon as
+the images left cannot change the answer, and the images INT8 got wrong before go first, so a miss shows early."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -25,6 +26,8 @@ class TopK:
     images: int
     top1: float
     top5: float
+    hits: Optional[np.ndarray] = field(default=None, repr=False)  # per image in scoring order: top-1 right
+    complete: bool = True  # False: a bound from part of the images, enough to decide a budget (see Checker.measure)
 
     @property
     def score(self) -> float:
@@ -55,23 +58,40 @@ def _batches(images: ImageSet, batch: int, fixed: Optional[int]) -> Iterator[np.
         yield inputs
 
 
-def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int]) -> TopK:
-    """Top-1 and top-5 of a session on a labelled set (scores from the set's reader of the first output)."""
+def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int], meets: Optional[Callable[[TopK], bool]] = None) -> TopK:
+    """Top-1 and top-5 of a session on a labelled set (scores from the set's reader of the first output).
+
+    With ``meets`` (a budget's test, true for a higher score whenever it is for a lower one), the pass stops once
+    the images left cannot change its answer: the lowest and the highest score they allow both meet it, or neither.
+    It then returns the high bound with ``complete`` False: enough to decide the budget, not a score to report."""
     if images.labels is None or images.scores is None:
         raise EdgeError(
             f"--eval {images.name}: this image set has no labels; use a labelled folder or a set such as mnist_5k[:1000]"
         )
     name = sess.get_inputs()[0].name
+    total = images.count - images.count % fixed if fixed else images.count  # a fixed batch drops the short last one
     top1 = top5 = done = 0
+    hits: List[np.ndarray] = []
+
+    def settled() -> Optional[TopK]:  # the high bound, once both bounds give the same answer
+        left = total - done
+        high = TopK(total, (top1 + left) / total, (top5 + left) / total, complete=False)
+        return high if meets(TopK(total, top1 / total, top5 / total)) == meets(high) else None
+
+    if meets is not None and total and (bound := settled()):
+        return bound
     for inputs in _batches(images, batch, fixed):
         scores = images.scores(sess.run(None, {name: inputs})[0])
         labels = images.labels[done : done + len(inputs)]
         k = min(5, scores.shape[1])
         best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        top1 += int((scores.argmax(axis=1) == labels).sum())
+        hits.append(scores.argmax(axis=1) == labels)
+        top1 += int(hits[-1].sum())
         top5 += int((best == labels[:, None]).any(axis=1).sum())
         done += len(inputs)
-    return TopK(done, top1 / max(done, 1), top5 / max(done, 1))
+        if meets is not None and done < total and (bound := settled()):
+            return bound
+    return TopK(done, top1 / max(done, 1), top5 / max(done, 1), np.concatenate(hits) if hits else np.zeros(0, bool))
 
 
 class Checker:
@@ -99,12 +119,20 @@ class Checker:
         self._fp32_session: Any = None
         self._kept = reference
         self.fp32_labelled = self.score(self.fp32, labelled) if labelled is not None else None
+        self._order: Optional[ImageSet] = None  # the labelled set with the images INT8 got wrong first
 
     def score(self, sess: Any, labelled: Any) -> Any:
         """Top-1/top-5 of a classifier, or mAP of a detector on a labelled detection set."""
         if isinstance(labelled, DetectionSet):
             return evaluate(labelled, predict(sess, labelled, self.task.spec, self.task.decoder, self.fixed))
         return top_k(sess, labelled, BATCH, self.fixed)
+
+    def wrong_first(self, before: TopK) -> None:
+        """Later decided checks score first the images ``before`` (a complete top-1 pass) got wrong: a candidate that
+        misses a budget usually gets them wrong too, so its miss is certain after a fraction of the set."""
+        wrong = np.flatnonzero(~before.hits)
+        order = np.concatenate([wrong, np.flatnonzero(before.hits), np.arange(len(before.hits), self.labelled.count)])
+        self._order = self.labelled.reordered(order)
 
     @property
     def fp32(self) -> Any:
@@ -134,8 +162,11 @@ class Checker:
     def _meter(self) -> FidelityMeter:
         return FidelityMeter(self.graph, self.outputs, self.layout, self.task)
 
-    def measure(self, int8: Any, labelled: bool = True) -> Measurement:
-        """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set."""
+    def measure(self, int8: Any, labelled: bool = True, meets: Optional[Callable[[Measurement], bool]] = None) -> Measurement:
+        """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set.
+
+        ``meets`` (a budget's test): a classifier's top-1 pass stops as soon as the images left cannot change its
+        answer (see ``top_k``); a detector's mAP is no count of images, so its pass runs to the end."""
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
         meter = self._meter()
@@ -143,5 +174,14 @@ class Checker:
             meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
         result = Measurement(meter.summary())
         if labelled and self.labelled is not None:
-            result.labelled = self.score(sess, self.labelled)
+            if meets is not None and not isinstance(self.labelled, DetectionSet):
+                result.labelled = top_k(
+                    sess,
+                    self._order if self._order is not None else self.labelled,
+                    BATCH,
+                    self.fixed,
+                    lambda t: meets(Measurement(result.fidelity, t)),
+                )
+            else:
+                result.labelled = self.score(sess, self.labelled)
         return result

@@ -120,6 +120,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--layer-images", type=argtypes.positive_int, default=32, help="images for the per-layer sensitivity ranking (default 32)"
     )
+    parser.add_argument(
+        "--full-checks",
+        action="store_true",
+        help="score every labelled image at each step of the budget search (slower, same choice; by default a step "
+        "stops once the images left cannot change whether it meets the budget)",
+    )
 
 
 def trt_version(text: str) -> str:
@@ -272,7 +278,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib import stats as calib_stats
     from edge.calib.budget import Budget, describe_miss, search
     from edge.calib.cache import CalibrationCache, version_tag
-    from edge.calib.check import Checker
+    from edge.calib.check import Checker, TopK
     from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
     from edge.manifest import sha256_file
@@ -413,18 +419,21 @@ def main(args: argparse.Namespace) -> int:
         )
     if budget.given and budget.shortfall(before, fp32_score) > 0:
         order = [r.index for r in ranking]
+        decide = None if args.full_checks else (lambda m: budget.shortfall(m, fp32_score) == 0.0)
+        if decide is not None and isinstance(before.labelled, TopK):
+            checker.wrong_first(before.labelled)
 
         def measure(k: int) -> Any:
             _say(f"budget: checking INT8 with the {k} most sensitive layer(s) in FP16")
             candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
-            return checker.measure(candidate, labelled=budget.max_drop is not None)
+            return checker.measure(candidate, labelled=budget.max_drop is not None, meets=decide)
 
         result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before)
         kept = keep | set(order[: result.kept])
         q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
-        if labelled is not None and after.labelled is None:
-            after = checker.measure(q_model)
+        if labelled is not None and (after.labelled is None or isinstance(after.labelled, TopK) and not after.labelled.complete):
+            after = checker.measure(q_model)  # the reported score: every image (a search step may have stopped early)
     t_check = time.perf_counter() - t2
 
     nodes = graph.model.graph.node

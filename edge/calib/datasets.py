@@ -17,7 +17,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -53,6 +53,12 @@ class ImageSet:
         n = min(n, self.count)
         labels = None if self.labels is None else self.labels[:n]
         return ImageSet(f"{self.name} (first {n})", self.spec, self.frame, n, labels, self.scores)
+
+    def reordered(self, order: Sequence[int]) -> ImageSet:
+        """The same images and labels in the order of ``order`` (a permutation of the indices)."""
+        index = np.asarray(order, dtype=np.int64)
+        labels = None if self.labels is None else self.labels[index]
+        return ImageSet(self.name, self.spec, lambda i: self.frame(int(index[i])), len(index), labels, self.scores)
 
 
 def find_images(folder: str | Path, max_images: Optional[int] = None, what: str = "calibration images") -> List[Path]:

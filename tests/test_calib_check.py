@@ -1,0 +1,134 @@
+"""The budget search's checks stop early only when the images left cannot change the answer.
+
+A step of the search asks one question of a candidate INT8 model: is its top-1 within the budget? Once the images
+scored so far settle that at both extremes (every image left right, every image left wrong), the rest cannot change
+it. These tests run a real ONNX Runtime session on a model whose answer is known for every image (the class with the
+brightest mean channel, always green here), so each image's right or wrong is set by its label alone, and the full
+count is worked out by hand from the labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from edge.calib.check import BATCH, Checker, Measurement, TopK, session, top_k  # noqa: E402
+from edge.calib.datasets import ImageSet  # noqa: E402
+from edge.graph.model import load_model, prepare  # noqa: E402
+from edge.runtime.engines.preprocess import PreprocessSpec  # noqa: E402
+
+SPEC = PreprocessSpec(width=4, height=4, color="rgb", resize="stretch")
+GREEN = 1  # the model's answer for every frame: channel 1 is green in both BGR and RGB
+
+
+def channel_mean_model(path) -> object:
+    """scores[n, c] = the mean of input channel c: a 3-class classifier with no weights to quantize."""
+    h = onnx.helper
+    graph = h.make_graph(
+        [h.make_node("GlobalAveragePool", ["x"], ["g"], "pool"), h.make_node("Flatten", ["g"], ["scores"], "flatten")],
+        "means",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 4, 4])],
+        [h.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, ["N", 3])],
+    )
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(path))
+    return load_model(path)
+
+
+@pytest.fixture(scope="module")
+def sess(tmp_path_factory):
+    return session(channel_mean_model(tmp_path_factory.mktemp("m") / "m.onnx"), 1, int8=False)
+
+
+class Counted:
+    """Frames: green on dark grey; counts how many were read (each read is one image scored)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self, i: int) -> np.ndarray:
+        self.reads += 1
+        frame = np.full((4, 4, 3), 20, np.uint8)
+        frame[..., 1] = 200
+        return frame
+
+
+def labelled(right: list) -> tuple:
+    """An image set where image i is scored right exactly when right[i] (its label is green, else red)."""
+    frames = Counted()
+    labels = np.array([GREEN if r else 2 for r in right])
+    return ImageSet("hits", SPEC, frames, len(right), labels, lambda out: out), frames
+
+
+def test_without_a_test_every_image_is_scored_and_counted(sess):
+    images, frames = labelled([True] * 13 + [False] * 7)
+    t = top_k(sess, images, BATCH, None)
+    assert (t.images, t.top1, t.complete, frames.reads) == (20, 13 / 20, True, 20)
+    assert t.top5 == 1.0  # 3 classes: every label is among the top 5
+    assert t.hits.tolist() == [True] * 13 + [False] * 7
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    right=st.lists(st.booleans(), min_size=1, max_size=60),
+    threshold=st.integers(min_value=0, max_value=61),
+    fixed=st.sampled_from([None, 4]),
+)
+def test_a_stopped_pass_gives_the_full_passs_answer(sess, right, threshold, fixed):
+    """Budget: at least ``threshold`` images right. The answer from the stopped pass is the full pass's, whatever
+    the pattern; a fixed batch of 4 scores only whole batches (the short last one is left out either way)."""
+    images, frames = labelled(right)
+    total = len(right) - len(right) % fixed if fixed else len(right)
+    if total == 0:
+        return
+    full = sum(right[:total])  # by hand: the images a full pass scores, counted
+    meets = lambda t: t.top1 * total >= threshold - 1e-9  # noqa: E731
+    t = top_k(sess, images, BATCH, fixed, meets)
+    assert meets(t) == (full >= threshold)
+    assert frames.reads <= len(right)  # a fixed batch reads the short last one before leaving it out
+    if not t.complete:  # the high bound: no fewer right than the full count
+        assert t.images == total and t.top1 * total >= full
+
+
+def test_a_clear_miss_stops_after_the_images_that_settle_it(sess):
+    """12 wrong of 100 and a budget of 95 right: once 6 wrong are seen, 94 right is the most left possible."""
+    images, frames = labelled([False] * 12 + [True] * 88)
+    t = top_k(sess, images, BATCH, None, lambda t: t.top1 >= 0.95)
+    assert not t.complete and frames.reads == BATCH  # the first batch holds 8 wrong: settled, nothing more is read
+    assert t.top1 == pytest.approx((0 + 92) / 100)  # 8 scored, all wrong; 92 left at best
+
+
+def test_wrong_first_puts_the_misses_of_before_ahead_so_a_later_miss_shows_early(sess, tmp_path):
+    """The k = 0 check got images 90..99 wrong. Scored in order a candidate with the same misses needs 96 images
+    to be certain it misses 95 of 100; with those images first it needs one or two batches."""
+    right = [True] * 90 + [False] * 10
+    model = channel_mean_model(tmp_path / "m.onnx")
+    images, frames = labelled(right)
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", images.head(1), images, threads=1)
+    before = checker.measure(model)
+    assert before.labelled.hits.tolist() == right
+    frames.reads = 0
+    meets = lambda m: m.labelled.top1 >= 0.95  # noqa: E731
+    in_order = checker.measure(model, meets=meets)
+    reads_in_order, frames.reads = frames.reads, 0
+    checker.wrong_first(before.labelled)
+    first = checker.measure(model, meets=meets)
+    assert not meets(in_order) and not meets(first)
+    # one read is the agreement image; in order, 6 wrong (96 images, 12 batches) settle it; wrong first, one batch
+    assert (reads_in_order, frames.reads) == (1 + 96, 1 + BATCH)
+    assert not first.labelled.complete
+    assert isinstance(first, Measurement) and isinstance(first.labelled, TopK)
+
+
+def test_reordered_keeps_each_image_with_its_label():
+    images, _ = labelled([True, False, True])
+    seen = []
+    images.frame = lambda i: seen.append(i) or np.zeros((4, 4, 3), np.uint8)
+    r = images.reordered([2, 0, 1])
+    assert r.labels.tolist() == [GREEN, GREEN, 2] and r.count == 3
+    r.frame(0), r.frame(2)
+    assert seen == [2, 1]
