@@ -132,3 +132,16 @@ def test_reordered_keeps_each_image_with_its_label():
     assert r.labels.tolist() == [GREEN, GREEN, 2] and r.count == 3
     r.frame(0), r.frame(2)
     assert seen == [2, 1]
+
+
+def test_without_agreement_a_step_reads_no_check_image(tmp_path):
+    """A --max-drop-only step decides on the labelled score alone: the check images wait for the chosen step."""
+    model = channel_mean_model(tmp_path / "m.onnx")
+    images, frames = labelled([True] * 4)
+    checks, check_frames = labelled([True] * 3)
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", checks, images, threads=1)
+    check_frames.reads = 0
+    m = checker.measure(model, agreement=False)
+    assert (m.fidelity, check_frames.reads, m.labelled.top1) == ([], 0, 1.0)
+    m = checker.measure(model)
+    assert [f.name for f in m.fidelity] == ["scores"] and check_frames.reads == 3

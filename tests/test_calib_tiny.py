@@ -167,8 +167,8 @@ def test_a_budget_that_cannot_be_met_says_by_how_much_exits_1_and_writes_nothing
 
     real = check.Checker.measure
 
-    def worse(self, int8, labelled=True, meets=None):  # every INT8 candidate disagrees somewhere: no FP16 list helps
-        m = real(self, int8, labelled, meets)
+    def worse(self, int8, *args, **kwargs):  # every INT8 candidate disagrees somewhere: no FP16 list helps
+        m = real(self, int8, *args, **kwargs)
         for f in m.fidelity:
             f.agree = max(0, f.positions - 1)
         return m

@@ -162,17 +162,22 @@ class Checker:
     def _meter(self) -> FidelityMeter:
         return FidelityMeter(self.graph, self.outputs, self.layout, self.task)
 
-    def measure(self, int8: Any, labelled: bool = True, meets: Optional[Callable[[Measurement], bool]] = None) -> Measurement:
-        """Fidelity on the check images and, with ``labelled``, top-1/top-5 on the labelled set.
+    def measure(
+        self, int8: Any, labelled: bool = True, meets: Optional[Callable[[Measurement], bool]] = None, agreement: bool = True
+    ) -> Measurement:
+        """Fidelity on the check images (unless not ``agreement``: the fidelity list is then empty) and, with
+        ``labelled``, top-1/top-5 on the labelled set.
 
         ``meets`` (a budget's test): a classifier's top-1 pass stops as soon as the images left cannot change its
         answer (see ``top_k``); a detector's mAP is no count of images, so its pass runs to the end."""
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
-        meter = self._meter()
-        for inputs, ref, kept in self._reference():
-            meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
-        result = Measurement(meter.summary())
+        result = Measurement()
+        if agreement:
+            meter = self._meter()
+            for inputs, ref, kept in self._reference():
+                meter.update(ref, dict(zip(self.outputs, sess.run(self.outputs, {name: inputs}))), kept)
+            result.fidelity = meter.summary()
         if labelled and self.labelled is not None:
             if meets is not None and not isinstance(self.labelled, DetectionSet):
                 result.labelled = top_k(

@@ -426,14 +426,17 @@ def main(args: argparse.Namespace) -> int:
         def measure(k: int) -> Any:
             _say(f"budget: checking INT8 with the {k} most sensitive layer(s) in FP16")
             candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
-            return checker.measure(candidate, labelled=budget.max_drop is not None, meets=decide)
+            # without --min-agreement a step's answer is the labelled score alone: the agreement waits for the choice
+            agreement = decide is None or budget.min_agreement is not None
+            return checker.measure(candidate, labelled=budget.max_drop is not None, meets=decide, agreement=agreement)
 
         result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before)
         kept = keep | set(order[: result.kept])
         q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
-        if labelled is not None and (after.labelled is None or isinstance(after.labelled, TopK) and not after.labelled.complete):
-            after = checker.measure(q_model)  # the reported score: every image (a search step may have stopped early)
+        partial = not after.fidelity or isinstance(after.labelled, TopK) and not after.labelled.complete
+        if partial or labelled is not None and after.labelled is None:
+            after = checker.measure(q_model)  # what is reported: every image (a search step may have stopped early)
     t_check = time.perf_counter() - t2
 
     nodes = graph.model.graph.node
