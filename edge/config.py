@@ -354,11 +354,13 @@ def flag_errors(flags: dict[str, str] | None, values: dict[str, Any] | None) -> 
     try:
         yield
     except ConfigError as exc:
-        # The key at fault, or one a --set put below it (--set a.b=1 where 'a' is unknown). A dedicated flag below
-        # a broken section (--model under a file's `model: 1`) is not blamed for the file.
+        # The key at fault, one a --set put below it (--set a.b=1 where 'a' is unknown), or the one a flag set whole
+        # around it (--set input.mean=[0, x, 0] for 'input.mean[1]'). A dedicated flag below a broken section
+        # (--model under a file's `model: 1`) is not blamed for the file.
         names = flags or {}
         below = [k for k in (values or {}) if exc.key and k.startswith(exc.key + ".") and names.get(k, "").startswith("--set ")]
-        key = exc.key if exc.key in (values or {}) else next(iter(below), None)
+        above = [k for k in (values or {}) if exc.key and exc.key.startswith((k + ".", k + "["))]
+        key = exc.key if exc.key in (values or {}) else next(iter(above + below), None)
         flag = names.get(key or "")
         if flag is None or key is None:
             raise
