@@ -133,3 +133,105 @@ def test_every_task_type_is_a_value_the_config_takes():
     assert typing.get_args(hints["type"]) == TASK_TYPES
     assert set(TASK_TYPES) - {"auto"} == set(FITS) == set(DEFAULTS)
     assert {f.name for f in dataclasses.fields(TaskConfig)} >= {"background", "detr_scores"}
+
+
+def refusal(overrides, config=DEMO_CONFIG, **kw):
+    with pytest.raises(ConfigError) as e:
+        load_config(config, overrides, **kw)
+    return str(e.value)
+
+
+# Each value on both sides of a documented limit: docs/robustness.md "Limits on work from small inputs",
+# docs/edge-run.md's config reference, docs/pool.md and docs/fleet.md, or the definition named.
+LIMITS = [
+    ("threads", 256, 257),  # --threads: 256
+    ("pipeline.queue_size", 1, 0),
+    ("pipeline.frames", 1, 0),
+    ("pipeline.duration_s", 0.1, 0),
+    ("input.size", [16384, 16384], [16385, 16]),  # a model's input size: 16384 pixels a side
+    ("input.size", [1, 1], [0, 16]),
+    ("input.pad_value", 255, 256),  # the letterbox's grey, a byte
+    ("input.pad_value", 0, -1),
+    ("input.std", [1, 2, 3], [1, 0, 3]),  # out = (...) / std
+    ("input.mean", [0.5], [0.1, 0.2]),  # one per channel or one for all
+    ("input.scale", "1.0e+30", "1.0e+37"),  # 255 * 1e37 is past float32's 3.4e38
+    ("source.flip", 7, 8),  # nvvidconv's flip-method 0..7
+    ("source.flip", 0, -1),
+    ("task.score_threshold", 1.0, 1.01),  # a score threshold is a probability
+    ("task.iou_threshold", 0.0, -0.1),  # IoU is in [0, 1]
+    ("task.top_k", 1, 0),
+    ("task.max_detections", 100_000, 100_001),
+    ("task.max_detections", 1, 0),
+    ("task.keypoints", [17, 2], [17, 4]),  # x, y and optionally visibility
+    ("task.keypoints", [1, 3], [0, 3]),
+    ("task.anchor_grids", [[1, 1]], [[16, 0]]),
+    ("task.priors.variances", [10, 0.2], [10.5, 0.2]),
+    ("task.priors.variances", [0.1, 0.2], [0, 0.2]),
+    ("telemetry.interval_s", 0.05, 0),
+    ("telemetry.idle_baseline_s", 0, -1),
+    ("source.reconnect.max_attempts", 0, -1),
+    ("sinks.mqtt.qos", 1, 2),  # MQTT QoS 0 or 1 (2 is not offered)
+    ("sinks.mqtt.max_packet_bytes", 268_435_460, 268_435_461),  # MQTT: 256 MiB - 1 of remaining length + 5 bytes
+    ("sinks.mqtt.queue_size", 1, 0),
+    ("metrics.textfile", "edge.prom", "edge.txt"),  # node_exporter's textfile collector reads *.prom only
+    ("metrics.port", 1024, 1023),  # below 1024 needs root (docs/fleet.md)
+    ("view.port", 65535, 65536),
+    ("view.quality", 100, 101),  # JPEG quality 1..100
+    ("view.quality", 1, 0),
+    ("view.max_viewers", 64, 65),
+    ("view.max_fps", 0.5, 0),
+]
+
+
+@pytest.mark.parametrize(("key", "ok", "bad"), LIMITS, ids=[f"{k}={b}" for k, _, b in LIMITS])
+def test_a_key_is_taken_at_its_limit_and_refused_past_it_naming_the_flag(key, ok, bad):
+    assert load_config(DEMO_CONFIG, [f"{key}={ok}"]) is not None
+    message = refusal([f"{key}={bad}"])
+    # docs/robustness.md: a value from --set is named as `--set KEY`
+    assert message.startswith(f"--set {key}") and ": expected " in message, message
+
+
+def test_reconnect_delays_must_grow_from_a_positive_start():
+    assert load_config(DEMO_CONFIG, ["source.reconnect={initial_delay_s: 2, max_delay_s: 2}"]).source.reconnect.max_delay_s == 2
+    for value in ("{initial_delay_s: 0}", "{initial_delay_s: 3, max_delay_s: 2}"):
+        assert "--set source.reconnect" in refusal([f"source.reconnect={value}"])
+
+
+def test_a_flag_s_value_is_named_by_the_flag_and_a_file_s_by_file_and_key(tmp_path):
+    """docs/robustness.md: `--duration: expected ...`, `--set KEY`, `FILE: key 'a.b'`."""
+    flags = {"pipeline.duration_s": "--duration"}
+    message = refusal(None, values={"pipeline.duration_s": -1.0}, flags=flags)
+    assert message.startswith("--duration: expected a positive number") and "-1.0" in message
+    p = write(tmp_path, DEMO_CONFIG.read_text() + "pipeline: {duration_s: -1}\n")
+    assert refusal(None, config=p).startswith(f"{p}: key 'pipeline.duration_s': expected a positive number")
+    # a flag whose value the detail does not show gets the value after the flag
+    # docs/edge-run.md: dla_core with the ONNX Runtime backend is a config error; the detail does not show the 0
+    message = refusal(None, values={"dla_core": 0}, flags={"dla_core": "--dla"})
+    assert message.startswith("--dla 0: the DLA runs TensorRT engines")
+    # --set under a key the file gets wrong is blamed on the --set (the unknown section is its own)
+    message = refusal(["pipline.frames=3"])
+    assert message.startswith("--set pipline.frames") and "unknown key 'pipline'; did you mean 'pipeline'" in message
+
+
+def test_an_empty_set_value_is_null_and_a_scalar_is_no_section():
+    """--set reads its value as YAML (docs/edge-run.md); an empty one is YAML's null."""
+    assert load_config(DEMO_CONFIG, ["task.score_threshold=0.5", "task.score_threshold="]).task.score_threshold is None
+    assert "'uri' is not a section" in refusal(["source.uri.x=1"])
+    assert "expected KEY.PATH=VALUE" in refusal(["=3"])
+
+
+def test_floats_are_finite_and_typed_lists_are_checked_item_by_item(tmp_path):
+    for value in (".nan", ".inf", "-.inf", "true"):
+        assert "expected a finite number" in refusal([f"input.offset={value}"])
+    assert load_config(DEMO_CONFIG, ["input.offset=3"]).input.offset == 3.0
+    # the item at fault is named in a file; a --set that gave the whole list is named as the --set
+    p = write(tmp_path, "model: {asset: x}\ninput: {mean: [0.1, x, 0.3]}\n")
+    assert refusal(None, config=p) == f"{p}: key 'input.mean[1]': expected a finite number, got 'x'"
+    assert refusal(["input.mean=[0.1, x, 0.3]"]).startswith("--set input.mean '[0.1, x, 0.3]': expected a finite number")
+    assert refusal(["task.ssd={min_scale: x}"]).startswith("--set task.ssd")
+    assert "expected true or false, got 1" in refusal(["source.loop=1"])
+    assert "expected an integer, got True" in refusal(["source.flip=true"])
+    assert "expected a string" in refusal(["source.uri=3"])
+    assert "expected a list of" in refusal(["input.mean=0.5"])
+    assert "expected an integer or null" in refusal(["source.width=wide"])
+    assert load_config(DEMO_CONFIG, ["task.labels=[a, b]"]).task.labels == ["a", "b"]
