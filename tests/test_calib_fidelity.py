@@ -47,6 +47,12 @@ def test_a_scalar_output_is_one_yes_no_decision():
     assert decisions(np.float32(0.3), 0, 0.5).tolist() == [False]
 
 
+def test_a_score_at_the_threshold_is_a_no():
+    # "yes" is score > 0.5 after a Sigmoid (0.5 is a logit of 0) and logit > 0
+    assert decisions(np.array([[0.5], [0.51]]), 1, 0.5).tolist() == [False, True]
+    assert decisions(np.array([[0.0], [0.01]]), 1, 0.0).tolist() == [False, True]
+
+
 def graph(nodes, outputs, inputs=("x",), initializers=()):
     g = helper.make_graph(
         nodes,

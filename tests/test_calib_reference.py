@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from types import SimpleNamespace
 from typing import Dict, List
 
@@ -59,6 +60,50 @@ def test_values_float16_cannot_hold_are_kept_as_they_came():
         direct, kept, ref = _both([a], [b])
         assert ref.values["y"].dtype == np.float32
         assert (kept.signal, kept.noise, kept.agree) == (direct.signal, direct.noise, direct.agree)
+
+
+def test_values_float16_cannot_hold_raise_no_warning():
+    # float16 overflows to inf in the cast; the check then keeps the values as they came, silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _both([np.array([[1e6, 2.0]], np.float32)], [np.array([[1e6, 2.5]], np.float32)])
+
+
+def test_float16s_smallest_normal_number_is_kept_and_only_smaller_ones_flushed():
+    # 2^-14 is float16's smallest normal number: kept exactly; 2^-15 is below it: flushed to 0
+    a = np.array([[100.0, 2.0**-14, 2.0**-15]], np.float32)
+    _, _, ref = _both([a], [a])
+    assert ref.values["y"].dtype == np.float16 and ref.values["y"].tolist() == [[100.0, 2.0**-14, 0.0]]
+
+
+def test_a_float16_output_is_summed_in_float32_as_the_direct_check_does():
+    # 1000 values of 10: a signal of 1e5 per image, past float16's 65504
+    a = np.full((2, 1000), 10.0, np.float16)
+    b = a + np.float16(0.5)
+    direct, kept, _ = _both([a], [b])
+    assert direct.signal == kept.signal == 2e5 and direct.noise == kept.noise == 500.0
+
+
+def test_fp32_values_in_double_that_int8_gives_in_float_read_as_exact():
+    # The digest is of float32 bytes: the same values in another float type are the same image. 1 + 2^-12 is not a
+    # float16 (spacing 2^-10 at 1), so the kept values differ from FP32's: only the digest says they are the same.
+    a = np.full((2, 4), 1 + 2.0**-12, np.float64)
+    direct, kept, ref = _both([a], [a.astype(np.float32)])
+    assert ref.values["y"].dtype == np.float16
+    assert direct.sqnr_db == kept.sqnr_db == math.inf
+
+
+def test_a_reference_missing_an_output_or_some_images_of_one_is_incomplete():
+    meter = FidelityMeter(GRAPH, ["y", "z"], "nhwc")
+    ref = Reference(meter, 4, 1 << 30)
+    ref.add({"y": np.ones((2, 3), np.float32)}, 2)
+    assert not ref.complete()  # z never came
+    ref.add({"z": np.ones((2, 3), np.float32)}, 2)
+    assert ref.complete()
+    ref.add({"y": np.ones((2, 3), np.float32)}, 2)
+    assert not ref.complete()  # y has 4 images, z 2
+    ref.add({"z": np.ones((2, 3), np.float32)}, 2)
+    assert ref.complete()
 
 
 def test_a_later_run_float16_cannot_hold_turns_the_output_to_float32():
