@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge.config import TaskConfig
 from edge.errors import RunFailed
 from edge.runtime.postprocess import boxes as core
 
@@ -39,11 +40,22 @@ def test_boxes_smaller_than_a_pixel_overlap_by_their_iou(copies):
 
 
 @pytest.mark.parametrize("count", [10, 30])
-def test_boxes_side_by_side_vertically_never_suppress_each_other(count):
-    # one column of 10 x 1 boxes, 4 px apart: their x ranges coincide, their y ranges never meet, so every IoU is 0
+@pytest.mark.parametrize("column", [True, False])
+def test_boxes_in_a_row_or_column_never_suppress_each_other(count, column):
+    # a column of 10 x 1 boxes 4 px apart (x ranges coincide, y ranges never meet), or a row of 1 x 10 boxes: IoU 0
     b = np.array([[0, 5 * k, 10, 5 * k + 1] for k in range(count)], np.float32)
+    if not column:
+        b = b[:, [1, 0, 3, 2]]
     scores = np.linspace(0.9, 0.5, count, dtype=np.float32)
     assert core.nms(b, scores, 0.1, 300, np.zeros(count, np.int64)).tolist() == list(range(count))
+
+
+@pytest.mark.parametrize("agnostic,want", [(False, [0, 1]), (True, [0])])
+def test_the_task_says_whether_classes_suppress_each_other(agnostic, want):
+    b = np.array([[0, 0, 10, 10], [0, 0, 10, 10]], np.float32)  # one box twice, IoU 1
+    task = TaskConfig(iou_threshold=0.5, max_detections=10, agnostic_nms=agnostic)
+    scores, classes = np.array([0.9, 0.8], np.float32), np.array([0, 1])
+    assert core.suppress(b, scores, classes, task).tolist() == want
 
 
 @pytest.mark.parametrize("count", [20, 40])
