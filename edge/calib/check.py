@@ -1,7 +1,8 @@
 """FP32 against an INT8-simulated model (Q/DQ in ONNX Runtime): label-free fidelity on the agreement images, top-1 and
 top-5 on a labelled set. The FP32 side runs once; its outputs are kept while they fit the memory budget, so each
 candidate INT8 model of the budget search costs one INT8 pass, or part of one: a top-1 budget is decided as soon as
-the images left cannot change the answer, and the images INT8 got wrong before go first, so a miss shows early."""
+the images left cannot make it meet the budget, and the images INT8 got wrong before go first, so a miss shows
+early."""
 
 from __future__ import annotations
 
@@ -27,7 +28,11 @@ class TopK:
     top1: float
     top5: float
     hits: Optional[np.ndarray] = field(default=None, repr=False)  # per image in scoring order: top-1 right
-    complete: bool = True  # False: a bound from part of the images, enough to decide a budget (see Checker.measure)
+    scored: Optional[int] = None  # images scored, when fewer than ``images``: a bound that misses a budget (top_k)
+
+    @property
+    def complete(self) -> bool:
+        return self.scored is None
 
     @property
     def score(self) -> float:
@@ -62,8 +67,9 @@ def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int], meets: 
     """Top-1 and top-5 of a session on a labelled set (scores from the set's reader of the first output).
 
     With ``meets`` (a budget's test, true for a higher score whenever it is for a lower one), the pass stops once
-    the images left cannot change its answer: the lowest and the highest score they allow both meet it, or neither.
-    It then returns the high bound with ``complete`` False: enough to decide the budget, not a score to report."""
+    the images left cannot make it meet the test: even with every one of them right, the score misses. It then
+    returns that highest possible score, with ``scored`` the images it took: enough to say the budget is missed, not
+    a score to report. A pass that meets the test runs to the end (it needs nearly every image to be sure anyway)."""
     if images.labels is None or images.scores is None:
         raise EdgeError(
             f"--eval {images.name}: this image set has no labels; use a labelled folder or a set such as mnist_5k[:1000]"
@@ -73,12 +79,12 @@ def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int], meets: 
     top1 = top5 = done = 0
     hits: List[np.ndarray] = []
 
-    def settled() -> Optional[TopK]:  # the high bound, once both bounds give the same answer
+    def missed() -> Optional[TopK]:  # the highest score the images left allow, when even that misses
         left = total - done
-        high = TopK(total, (top1 + left) / total, (top5 + left) / total, complete=False)
-        return high if meets(TopK(total, top1 / total, top5 / total)) == meets(high) else None
+        high = TopK(total, (top1 + left) / total, (top5 + left) / total, scored=done)
+        return None if meets(high) else high
 
-    if meets is not None and total and (bound := settled()):
+    if meets is not None and total and (bound := missed()):
         return bound
     for inputs in _batches(images, batch, fixed):
         scores = images.scores(sess.run(None, {name: inputs})[0])
@@ -89,7 +95,7 @@ def top_k(sess: Any, images: ImageSet, batch: int, fixed: Optional[int], meets: 
         top1 += int(hits[-1].sum())
         top5 += int((best == labels[:, None]).any(axis=1).sum())
         done += len(inputs)
-        if meets is not None and done < total and (bound := settled()):
+        if meets is not None and done < total and (bound := missed()):
             return bound
     return TopK(done, top1 / max(done, 1), top5 / max(done, 1), np.concatenate(hits) if hits else np.zeros(0, bool))
 
@@ -128,8 +134,8 @@ class Checker:
         return top_k(sess, labelled, BATCH, self.fixed)
 
     def wrong_first(self, before: TopK) -> None:
-        """Later decided checks score first the images ``before`` (a complete top-1 pass) got wrong: a candidate that
-        misses a budget usually gets them wrong too, so its miss is certain after a fraction of the set."""
+        """Later checks with a test score first the images ``before`` (a complete top-1 pass) got wrong: a candidate
+        that misses a budget usually gets them wrong too, so its miss is certain after a fraction of the set."""
         wrong = np.flatnonzero(~before.hits)
         order = np.concatenate([wrong, np.flatnonzero(before.hits), np.arange(len(before.hits), self.labelled.count)])
         self._order = self.labelled.reordered(order)
@@ -168,8 +174,8 @@ class Checker:
         """Fidelity on the check images (unless not ``agreement``: the fidelity list is then empty) and, with
         ``labelled``, top-1/top-5 on the labelled set.
 
-        ``meets`` (a budget's test): a classifier's top-1 pass stops as soon as the images left cannot change its
-        answer (see ``top_k``); a detector's mAP is no count of images, so its pass runs to the end."""
+        ``meets`` (a budget's test): a classifier's top-1 pass stops as soon as the images left cannot make it meet
+        the test (see ``top_k``); a detector's mAP is no count of images, so its pass runs to the end."""
         sess = session(int8, self.threads, int8=True)
         name = sess.get_inputs()[0].name
         result = Measurement()

@@ -278,7 +278,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib import stats as calib_stats
     from edge.calib.budget import Budget, describe_miss, search
     from edge.calib.cache import CalibrationCache, version_tag
-    from edge.calib.check import Checker, TopK
+    from edge.calib.check import Checker, Measurement, TopK
     from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
     from edge.manifest import sha256_file
@@ -428,15 +428,19 @@ def main(args: argparse.Namespace) -> int:
             candidate, _ = qdq.build(model, graph, amax, keep | set(order[:k]))
             # without --min-agreement a step's answer is the labelled score alone: the agreement waits for the choice
             agreement = decide is None or budget.min_agreement is not None
-            return checker.measure(candidate, labelled=budget.max_drop is not None, meets=decide, agreement=agreement)
+            m = checker.measure(candidate, labelled=budget.max_drop is not None, meets=decide, agreement=agreement)
+            if isinstance(m.labelled, TopK) and not m.labelled.complete:
+                _say(f"budget: missed, certain after {m.labelled.scored} of {m.labelled.images} labelled images")
+            return m
 
         result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before)
         kept = keep | set(order[: result.kept])
         q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
-        partial = not after.fidelity or isinstance(after.labelled, TopK) and not after.labelled.complete
-        if partial or labelled is not None and after.labelled is None:
+        if labelled is not None and (after.labelled is None or isinstance(after.labelled, TopK) and not after.labelled.complete):
             after = checker.measure(q_model)  # what is reported: every image (a search step may have stopped early)
+        elif not after.fidelity:  # the step that met the budget skipped the agreement pass
+            after = Measurement(checker.measure(q_model, labelled=False).fidelity, after.labelled)
     t_check = time.perf_counter() - t2
 
     nodes = graph.model.graph.node
