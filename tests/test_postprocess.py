@@ -1,12 +1,14 @@
-"""Decoders on tensors built by hand: YOLO v5/v8 layouts, NMS, classification top-k."""
+"""Decoders on tensors built by hand: YOLO v5/v8 layouts, NMS, classification top-k, BlazeFace's anchors and coder."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from edge.config import TaskConfig
+from edge.errors import RunFailed
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
@@ -73,6 +75,83 @@ def test_classify_top_k_with_labels_and_softmax():
     assert [c.label for c in res.classes] == ["dog", "cup"]
     e = np.exp([1.0, 3.0, -2.0, 2.0])
     assert abs(res.classes[0].score - e[1] / e.sum()) < 1e-6
+
+
+def classify(logits, top_k=5, softmax="auto", labels=("cat", "dog", "car", "cup")):
+    post = Classify(SimpleNamespace(top_k=top_k, softmax=softmax), "logits", list(labels))
+    return [(c.class_id, c.label, c.score) for c in post({"logits": np.array([logits], np.float32)}, None).classes]
+
+
+def test_classify_reads_probabilities_as_they_are_and_logits_through_softmax():
+    """auto: scores that are a distribution (none below 0, summing to 1) are the model's softmax already; others
+    (here all positive, summing to 1.75) are logits. "yes" and "no" force it either way."""
+    probs = [0.0, 0.75, 0.25, 0.0]
+    assert classify(probs, top_k=2) == [(1, "dog", 0.75), (2, "car", 0.25)]
+    assert classify(probs, top_k=2, softmax="no") == [(1, "dog", 0.75), (2, "car", 0.25)]
+    e = np.exp(probs)  # softmax of the probabilities, by hand
+    assert classify(probs, top_k=1, softmax="yes") == [(1, "dog", pytest.approx(e[1] / e.sum()))]
+    logits = [0.25, 1.0, 0.5, 0.0]
+    e = np.exp(logits)
+    assert classify(logits, top_k=1) == [(1, "dog", pytest.approx(e[1] / e.sum()))]
+    assert classify([1.0, 3.0, -2.0, 2.0], top_k=1, softmax="no") == [(1, "dog", 3.0)]
+
+
+def test_classify_top_k_is_the_k_best_and_unlabelled_classes_are_their_ids():
+    """Top 2 of five picks the two best wherever they sit; a top_k past the class count ranks them all; classes past
+    the labels go by their index."""
+    probs = [0.0625, 0.5, 0.0625, 0.125, 0.25]  # binary fractions: float32 holds them exactly
+    assert [c for c, _, _ in classify(probs, top_k=2, labels=())] == [1, 4]
+    assert classify(probs, top_k=3, labels=["a", "b", "c", "d"]) == [(1, "b", 0.5), (4, "4", 0.25), (3, "d", 0.125)]
+    assert [c for c, _, _ in classify([0.2, 0.5, 0.3], top_k=9)] == [1, 2, 0]
+
+
+def test_classify_refuses_nan_naming_the_output():
+    with pytest.raises(RunFailed, match="output 'logits' holds 1 NaN"):
+        classify([0.5, np.nan, 0.5, 0.0])
+
+
+def blazeface(logits, regressors, score_threshold=0.5, size=128):
+    """The BlazeFace decoder over MediaPipe's two maps (16x16 cells of 2 anchors, 8x8 of 6) with the given logits and
+    regressors by anchor index; every other anchor far below any threshold."""
+    spec = PreprocessSpec(size, size)
+    outs = {
+        "s16": np.full((1, 512, 1), -50.0, np.float32),
+        "r16": np.zeros((1, 512, 16), np.float32),
+        "s8": np.full((1, 384, 1), -50.0, np.float32),
+        "r8": np.zeros((1, 384, 16), np.float32),
+    }
+    for i, v in logits.items():
+        outs["s16" if i < 512 else "s8"][0, i % 512] = v
+    for i, v in regressors.items():
+        outs["r16" if i < 512 else "r8"][0, i % 512] = v
+    infos = [TensorInfo(n, v.shape, np.dtype(np.float32)) for n, v in outs.items()]
+    post = decoder(TaskConfig(type="blazeface", score_threshold=score_threshold), infos, [], spec)
+    return post(outs, plan_resize(spec, size, size)[2]).detections
+
+
+def test_blazeface_box_and_keypoints_by_hand():
+    """Anchor 2 is cell (row 0, column 1) of the 16x16 map: centre (1.5 / 16, 0.5 / 16) of 128 = (12, 4). MediaPipe's
+    regressors are in input pixels: centre offset (2, 3), width 10, height 6, then six keypoint offsets from the
+    anchor centre: box (14 - 5, 7 - 3, 14 + 5, 7 + 3), first keypoint (12 + 1, 4 - 1). Score sigmoid(ln 4) = 0.8."""
+    reg = np.zeros(16, np.float32)
+    reg[:6] = [2, 3, 10, 6, 1, -1]
+    (d,) = blazeface({2: np.log(4.0)}, {2: reg})
+    assert d.box == pytest.approx([9, 4, 19, 10]) and d.score == pytest.approx(0.8) and d.label == "face"
+    assert d.keypoints[0] == pytest.approx([13, 3]) and d.keypoints[1] == pytest.approx([12, 4])
+
+
+def test_blazeface_reports_scores_above_the_threshold_only():
+    """At 0.5 the logit threshold is ln(0.5 / 0.5) = 0: a logit of 0 (score 0.5) is not above it, -0.5 (0.38) is
+    below, 0.5 (0.62) is above. A threshold of 1 reports nothing and does not divide by zero."""
+    logits = {100: 0.0, 200: -0.5, 300: 0.5}
+    regs = {i: np.array([0, 0, 8, 8] + [0] * 12, np.float32) for i in logits}
+    assert [d.score for d in blazeface(logits, regs)] == [pytest.approx(1 / (1 + np.exp(-0.5)))]
+    assert blazeface({300: 5.0}, regs, score_threshold=1.0) == []
+
+
+def test_blazeface_refuses_nan_naming_the_output():
+    with pytest.raises(RunFailed, match="output 's8' holds 1 NaN"):
+        blazeface({600: np.nan}, {})
 
 
 def test_blazeface_anchor_grid_matches_the_model_layout():

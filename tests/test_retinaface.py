@@ -14,6 +14,7 @@ no area. The comparison applies that rule to the reference's rows first (``clipp
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -231,6 +232,61 @@ def test_per_level_maps_decode_as_the_concatenated_rows(rf):
     squeezed = dict(maps_nchw, cls_8=maps_nchw["cls_8"][0])  # an engine handing back another rank than it declared
     with pytest.raises(RunFailed, match=r"output 'cls_8' has shape \[4, 66, 90\]; retinaface reads rank-4 maps here"):
         heads.build(head, resolved_task(TaskConfig(), head.kind), infos, spec, [])(squeezed, plan_resize(spec, w, h)[2])
+
+
+def hand_maps(layout: str) -> Dict[str, np.ndarray]:
+    """Each level's maps of a 128x128 input (strides 8, 16, 32: 16x16, 8x8 and 4x4 cells, two priors a cell, so 8, 4
+    and 20 channels) holding one face: the first prior (side 64) of cell (row 4, column 3) of stride 16, centred on
+    (3.5 * 16, 4.5 * 16) = (56, 72); every other prior's scores are (1, 0). A cell's channels hold its priors one after
+    the other (Pytorch_Retinaface's heads: a permute to NHWC, then a view of A rows)."""
+    maps = {}
+    for s in (8, 16, 32):
+        n = 128 // s
+        for role, k in (("loc", 4), ("conf", 2), ("lmk", 10)):
+            maps[f"{role}{s}"] = np.zeros((1, n, n, 2 * k), np.float32)
+        maps[f"conf{s}"][..., 0::2] = 1.0
+    maps["conf16"][0, 4, 3, 0:2] = [0.1, 0.9]
+    maps["loc16"][0, 4, 3, 0:4] = [0.5, -0.25, 0.0, -np.log(2.0) / 0.2]
+    maps["lmk16"][0, 4, 3, 0:2] = [1.0, 2.0]
+    if layout == "nchw":
+        maps = {k: np.ascontiguousarray(v.transpose(0, 3, 1, 2)) for k, v in maps.items()}
+    return maps
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_per_level_maps_by_hand(layout):
+    """Pytorch_Retinaface's coder (variances 0.1, 0.2) on that prior: offsets (0.5, -0.25, 0, -ln 2 / 0.2) give
+    centre (56 + 0.5 * 0.1 * 64, 72 - 0.25 * 0.1 * 64) = (59.2, 70.4), width 64 and height 64 / 2: box (27.2, 54.4,
+    91.2, 86.4); a landmark offset (1, 2) sits at (56 + 0.1 * 64, 72 + 0.2 * 64) = (62.4, 84.8)."""
+    maps = hand_maps(layout)
+    spec = spec_for(128, 128)
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in maps.items()]
+    head = heads.choose(TaskConfig(type="retinaface"), infos, spec, [])
+    assert head.layout == layout
+    dec = heads.build(head, resolved_task(TaskConfig(type="retinaface"), head.kind), infos, spec, [])
+    (d,) = dec(maps, plan_resize(spec, 128, 128)[2]).detections
+    assert d.box == pytest.approx([27.2, 54.4, 91.2, 86.4], abs=1e-4) and d.score == pytest.approx(0.9)
+    assert d.keypoints[0] == pytest.approx([62.4, 84.8], abs=1e-4) and d.keypoints[1] == pytest.approx([56, 72])
+    squeezed = dict(maps, conf8=maps["conf8"][0])  # an engine handing back another rank than it declared
+    said = f"output 'conf8' has shape {list(squeezed['conf8'].shape)}; retinaface reads rank-4 maps here"
+    with pytest.raises(RunFailed, match=re.escape(said)):
+        dec(squeezed, plan_resize(spec, 128, 128)[2])
+
+
+def test_rows_of_another_count_than_the_priors_are_refused_naming_both():
+    """A file with a dynamic prior count run at another size than the config's: 64x64 makes 2 * (64 + 16 + 4) = 168
+    priors; rows for 100 are refused in one line naming the outputs' shapes and both counts."""
+    spec = spec_for(64, 64)
+    infos = [TensorInfo(n, ("batch", "priors", k), np.dtype(np.float32)) for n, k in zip(NAMES, (4, 2, 10))]
+    task = TaskConfig(type="retinaface")
+    dec = heads.build(heads.choose(task, infos, spec, []), resolved_task(task, "retinaface"), infos, spec, [])
+    out = {n: np.zeros((1, 100, k), np.float32) for n, k in zip(NAMES, (4, 2, 10))}
+    with pytest.raises(RunFailed) as err:
+        dec(out, plan_resize(spec, 64, 64)[2])
+    assert str(err.value) == (  # the scores are read first
+        "output 'conf' [1, 100, 2] holds 200 values; retinaface expects 2 for each of the 168 priors of task.priors at "
+        "this input size"
+    )
 
 
 def test_auto_recognises_the_static_copy_and_names_a_wrong_prior_count():
