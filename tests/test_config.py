@@ -142,53 +142,65 @@ def refusal(overrides, config=DEMO_CONFIG, **kw):
 
 
 # Each value on both sides of a documented limit: docs/robustness.md "Limits on work from small inputs",
-# docs/edge-run.md's config reference, docs/pool.md and docs/fleet.md, or the definition named.
+# docs/edge-run.md's config reference, docs/pool.md and docs/fleet.md, or the definition named; the last column is
+# what the message must say of the limit.
 LIMITS = [
-    ("threads", 256, 257),  # --threads: 256
-    ("pipeline.queue_size", 1, 0),
-    ("pipeline.frames", 1, 0),
-    ("pipeline.duration_s", 0.1, 0),
-    ("input.size", [16384, 16384], [16385, 16]),  # a model's input size: 16384 pixels a side
-    ("input.size", [1, 1], [0, 16]),
-    ("input.pad_value", 255, 256),  # the letterbox's grey, a byte
-    ("input.pad_value", 0, -1),
-    ("input.std", [1, 2, 3], [1, 0, 3]),  # out = (...) / std
-    ("input.mean", [0.5], [0.1, 0.2]),  # one per channel or one for all
-    ("input.scale", "1.0e+30", "1.0e+37"),  # 255 * 1e37 is past float32's 3.4e38
-    ("source.flip", 7, 8),  # nvvidconv's flip-method 0..7
-    ("source.flip", 0, -1),
-    ("task.score_threshold", 1.0, 1.01),  # a score threshold is a probability
-    ("task.iou_threshold", 0.0, -0.1),  # IoU is in [0, 1]
-    ("task.top_k", 1, 0),
-    ("task.max_detections", 100_000, 100_001),
-    ("task.max_detections", 1, 0),
-    ("task.keypoints", [17, 2], [17, 4]),  # x, y and optionally visibility
-    ("task.keypoints", [1, 3], [0, 3]),
-    ("task.anchor_grids", [[1, 1]], [[16, 0]]),
-    ("task.priors.variances", [10, 0.2], [10.5, 0.2]),
-    ("task.priors.variances", [0.1, 0.2], [0, 0.2]),
-    ("telemetry.interval_s", 0.05, 0),
-    ("telemetry.idle_baseline_s", 0, -1),
-    ("source.reconnect.max_attempts", 0, -1),
-    ("sinks.mqtt.qos", 1, 2),  # MQTT QoS 0 or 1 (2 is not offered)
-    ("sinks.mqtt.max_packet_bytes", 268_435_460, 268_435_461),  # MQTT: 256 MiB - 1 of remaining length + 5 bytes
-    ("sinks.mqtt.queue_size", 1, 0),
-    ("metrics.textfile", "edge.prom", "edge.txt"),  # node_exporter's textfile collector reads *.prom only
-    ("metrics.port", 1024, 1023),  # below 1024 needs root (docs/fleet.md)
-    ("view.port", 65535, 65536),
-    ("view.quality", 100, 101),  # JPEG quality 1..100
-    ("view.quality", 1, 0),
-    ("view.max_viewers", 64, 65),
-    ("view.max_fps", 0.5, 0),
+    ("threads", 256, 257, "256"),  # --threads: 256
+    ("pipeline.queue_size", 1, 0, ""),
+    ("pipeline.frames", 1, 0, ""),
+    ("pipeline.duration_s", 0.1, 0, ""),
+    ("input.size", [16384, 16384], [16385, 16], "16384"),  # a model's input size: 16384 pixels a side
+    ("input.size", [1, 1], [0, 16], "[width, height]"),
+    ("input.pad_value", 255, 256, "0..255"),  # the letterbox's grey, a byte
+    ("input.pad_value", 0, -1, "0..255"),
+    ("input.std", [1, 2, 3], [1, 0, 3], ""),  # out = (...) / std
+    ("input.mean", [0.5], [0.1, 0.2], ""),  # one per channel or one for all
+    ("input.scale", "1.0e-30", "1.0e+37", ""),  # 255 * 1e37 is past float32's 3.4e38
+    ("source.flip", 7, 8, "flip-method"),  # nvvidconv's flip-method 0..7
+    ("source.flip", 0, -1, "0..7"),
+    ("task.score_threshold", 1.0, 1.01, ""),  # a score threshold is a probability
+    ("task.iou_threshold", 0.0, -0.1, ""),  # IoU is in [0, 1]
+    ("task.top_k", 1, 0, ""),
+    ("task.max_detections", 100_000, 100_001, "100000"),
+    ("task.max_detections", 1, 0, ""),
+    ("task.keypoints", [17, 2], [17, 4], "[17, 3]"),  # x, y and optionally visibility; COCO's 17
+    ("task.keypoints", [1, 3], [0, 3], ""),
+    ("task.anchor_grids", [[1, 1]], [[16, 0]], ""),
+    ("task.priors.steps", [8, 16, 32], [8, 16, 0], ""),  # a stride is positive
+    ("task.priors.variances", [10, 0.2], [10.5, 0.2], ""),
+    ("task.priors.variances", [0.1, 0.2], [0, 0.2], "[0.1, 0.2]"),
+    ("telemetry.interval_s", 0.05, 0, ""),
+    ("telemetry.idle_baseline_s", 0, -1, ""),
+    ("source.reconnect.max_attempts", 0, -1, ""),
+    ("sinks.mqtt.qos", 1, 2, "0 or 1"),  # MQTT QoS 0 or 1 (2 is not offered)
+    ("sinks.mqtt.keepalive_s", 65535, 65536, "65535"),  # MQTT's Keep Alive is a two-byte integer
+    ("sinks.mqtt.max_packet_bytes", 268_435_460, 268_435_461, ""),  # MQTT: 256 MiB - 1 of remaining length + 5
+    ("sinks.mqtt.queue_size", 1, 0, ""),
+    ("metrics.textfile", "edge.prom", "edge.txt", ".prom"),  # node_exporter's textfile collector reads *.prom only
+    ("metrics.port", 1024, 1023, "1024"),  # below 1024 needs root (docs/fleet.md)
+    ("view.port", 65535, 65536, "65535"),
+    ("view.quality", 100, 101, "JPEG"),  # JPEG quality 1..100
+    ("view.quality", 1, 0, "1..100"),
+    ("view.max_viewers", 64, 65, ""),
+    ("view.max_fps", 0.5, 0, ""),
+    ("metrics.allowed_hosts", ["jetson.lan", "10.0.0.2"], ["bad host!"], ""),  # a Host header holds a name or IP
+    ("view.allowed_hosts", ["x" * 63 + ".lan"], ["x" * 64 + ".lan"], ""),  # a DNS label is 1..63 octets
 ]
 
 
-@pytest.mark.parametrize(("key", "ok", "bad"), LIMITS, ids=[f"{k}={b}" for k, _, b in LIMITS])
-def test_a_key_is_taken_at_its_limit_and_refused_past_it_naming_the_flag(key, ok, bad):
+@pytest.mark.parametrize(("key", "ok", "bad", "says"), LIMITS, ids=[f"{k}={b}" for k, _, b, _ in LIMITS])
+def test_a_key_is_taken_at_its_limit_and_refused_past_it_naming_the_flag(key, ok, bad, says):
     assert load_config(DEMO_CONFIG, [f"{key}={ok}"]) is not None
     message = refusal([f"{key}={bad}"])
     # docs/robustness.md: a value from --set is named as `--set KEY`
-    assert message.startswith(f"--set {key}") and ": expected " in message, message
+    assert message.startswith(f"--set {key}") and ": expected " in message and says in message, message
+
+
+def test_a_file_s_bad_value_is_named_by_the_file_and_key(tmp_path):
+    p = write(tmp_path, "model: {asset: x}\ninput: {scale: 1.0e+37}\n")
+    assert refusal(None, config=p).startswith(f"{p}: key 'input.scale': expected a normalisation")
+    p = write(tmp_path, "model: {asset: x}\nmetrics: {allowed_hosts: [" + ", ".join(["a"] * 65) + "]}\n")
+    assert refusal(None, config=p).startswith(f"{p}: key 'metrics.allowed_hosts': expected ")
 
 
 def test_reconnect_delays_must_grow_from_a_positive_start():
@@ -235,3 +247,105 @@ def test_floats_are_finite_and_typed_lists_are_checked_item_by_item(tmp_path):
     assert "expected a list of" in refusal(["input.mean=0.5"])
     assert "expected an integer or null" in refusal(["source.width=wide"])
     assert load_config(DEMO_CONFIG, ["task.labels=[a, b]"]).task.labels == ["a", "b"]
+
+
+def test_model_and_backend_rules_of_the_config_reference(tmp_path):
+    """docs/edge-run.md: backend auto is TensorRT when only model.engine is set; dla_core and preprocess: gpu need
+    it; frame_memory applies to preprocess: gpu; the replay backend reads an existing recording."""
+    assert "key 'model': set one of model.path" in refusal(None, config=None)
+    (tmp_path / "m.engine").write_bytes(b"x")
+    engine = ["model.asset=", f"model.engine={tmp_path / 'm.engine'}"]
+    assert load_config(DEMO_CONFIG, engine).backend == "tensorrt"
+    assert load_config(DEMO_CONFIG, [f"model.engine={tmp_path / 'm.engine'}"]).backend == "onnxruntime"
+    gpu = load_config(DEMO_CONFIG, [*engine, "preprocess=gpu", "frame_memory=mapped", "dla_core=0"])
+    assert (gpu.preprocess, gpu.frame_memory, gpu.dla_core) == ("gpu", "mapped", 0)
+    assert refusal(["preprocess=gpu"]).startswith("--set preprocess: gpu writes straight into TensorRT")
+    assert refusal(["frame_memory=upload"]).startswith("--set frame_memory 'upload': applies to preprocess: gpu")
+    assert f"{DEMO_CONFIG}: key 'model.engine': backend tensorrt needs an engine file" in refusal(["backend=tensorrt"])
+    missing = refusal(["model.asset=", f"model.engine={tmp_path / 'none.engine'}"])
+    assert missing.startswith("--set model.engine") and f"file not found: {tmp_path / 'none.engine'}" in missing
+    assert "key 'telemetry.replay_path'" in refusal(["telemetry.backend=replay"])
+    gone = refusal(["telemetry.backend=replay", f"telemetry.replay_path={tmp_path / 'none.jsonl'}"])
+    assert gone.startswith("--set telemetry.replay_path") and str(tmp_path / "none.jsonl") in gone
+
+
+def test_yaml_problems_are_one_line_naming_the_file(tmp_path):
+    # docs/robustness.md: a key given twice in one mapping is refused with both line numbers
+    p = write(tmp_path, "model: {asset: x}\ntask: {top_k: 1}\ntask: {top_k: 2}\n")
+    assert refusal(None, config=p) == f"{p}: key 'task' is given twice (lines 2 and 3); keep one"
+    # a control character is a reader error (no problem mark): still one line
+    assert refusal(None, config=write(tmp_path, "model: {asset: x}\x07\n")).startswith(f"{p}: not valid YAML")
+    p.write_bytes(b"model: {asset: \xff}\n")
+    assert refusal(None, config=p).startswith(f"{p}: not UTF-8 text (byte 15)")
+    assert refusal(["source=3"]).startswith("--set source") and "expected a mapping of keys, got 3" in refusal(["source=3"])
+
+
+POOL = "model: {asset: x}\nsources:\n  - {uri: a.mp4}\n  - {uri: b.mp4}\n"
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        ("source.uri=c.mp4", "--set source"),  # docs/pool.md: a config has source or sources, not both
+        ("sinks.video=v.mp4", "--set sinks.video"),  # refused with sources
+        ("sinks.display=true", "--set sinks.display"),
+        ("pool.queue_size=65", "--set pool.queue_size"),  # pool.queue_size 1-64
+        ("pool.queue_size=0", "--set pool.queue_size"),
+        ("pool.engines=[cpu, cpu1, cpu2, cpu3, cpu4, cpu5, cpu6, cpu7, cpu8]", "--set pool.engines"),  # at most 8
+        ("pool.engines=[gpu]", "--set pool.engines"),  # ONNX Runtime: cpu, cpu1... or cuda...
+        ("pool.engines=[cpu, cpu]", "--set pool.engines"),
+        ("pool.dla_engine=d.engine", "--set pool.dla_engine"),  # the DLA plan, for backend tensorrt
+    ],
+)
+def test_a_pool_config_is_refused_where_docs_pool_md_says(tmp_path, override, names):
+    p = write(tmp_path, POOL)
+    assert refusal([override], config=p).startswith(names)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("{uri: a.mp4, name: 'a b'}", "sources[0].name"),  # docs/pool.md: 1-64 letters, digits, -, _, .
+        ("{uri: a.mp4, name: " + "n" * 65 + "}", "sources[0].name"),
+        ("{uri: ' '}", "sources[0].uri"),
+        ("{uri: a.mp4, format: nv12}", "sources[0].format"),  # files decode to bgr
+        ("{uri: a.mp4, flip: 8}", "sources[0].flip"),
+        ("{uri: a.mp4, reconnect: {initial_delay_s: 0}}", "sources[0].reconnect"),
+        ("{uri: a.mp4, task: {score_threshold: 1.5}}", "sources[0].task.score_threshold"),
+        ("{uri: a.mp4, task: {max_detections: 0}}", "sources[0].task.max_detections"),
+        ("{uri: a.mp4, task: {top_k: 0}}", "sources[0].task.top_k"),
+    ],
+)
+def test_a_pool_source_s_own_keys_are_named_by_its_index(tmp_path, text, key):
+    p = write(tmp_path, POOL.replace("{uri: a.mp4}", text))
+    assert refusal(None, config=p).startswith(f"{p}: key '{key}': ")
+
+
+def test_pool_source_names_default_to_cam_n_and_must_differ(tmp_path):
+    p = write(tmp_path, POOL.replace("{uri: b.mp4}", "{uri: b.mp4, name: cam0}"))
+    assert "'cam0' is also the name of sources[0]" in refusal(None, config=p)
+
+
+def test_a_pool_takes_what_docs_pool_md_allows(tmp_path):
+    text = POOL.replace("{uri: a.mp4}", "{uri: 'csi://0', format: nv12, name: " + "n" * 64 + "}")
+    cfg = load_config(
+        write(tmp_path, text),
+        ["pool.engines=[cpu, cpu1]", "pool.queue_size=64"],
+    )
+    assert [s.name for s in cfg.sources] == ["n" * 64, "cam1"] and cfg.pool.queue_size == 64
+    assert load_config(write(tmp_path, POOL), ["pool.queue_size=1"]).pool.queue_size == 1
+    edge = POOL.replace("{uri: b.mp4}", "{uri: b.mp4, task: {score_threshold: 0, max_detections: 1, top_k: 1}}")
+    assert load_config(write(tmp_path, edge)).sources[1].task.score_threshold == 0
+    many = "model: {asset: x}\nsources:\n" + "".join(f"  - {{uri: {i}.mp4}}\n" for i in range(65))
+    assert refusal(None, config=write(tmp_path, many)).startswith(f"{tmp_path / 'cam.yaml'}: key 'sources': ")
+    assert "a pool needs its sources" in refusal(["pool.engines=[cpu]"])
+
+
+def test_dla_engines_need_the_dla_plan_beside_the_engine(tmp_path):
+    """docs/pool.md: pool.dla_engine null = MODEL.dla.engine beside model.engine."""
+    (tmp_path / "m.engine").write_bytes(b"x")
+    p = write(tmp_path, POOL.replace("model: {asset: x}", "model: {engine: m.engine}"))
+    message = refusal(["pool.engines=[gpu, dla0]"], config=p)
+    assert message.startswith(f"{p}: key 'pool.dla_engine': file not found: {tmp_path / 'm.dla.engine'}")
+    (tmp_path / "m.dla.engine").write_bytes(b"x")
+    assert load_config(p, ["pool.engines=[gpu, dla0]"]).pool.engines == ["gpu", "dla0"]
