@@ -8,6 +8,8 @@ INT8 that flips the class of one confident anchor loses exactly that detection.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -116,6 +118,8 @@ def test_detections_of_a_head_without_anchors_are_compared_through_its_decoder()
     got = {r.name: r for r in meter.summary()}
     assert ANCHORS not in got
     assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == (3, 2)
+    # a count of detections has no SQNR: the report shows "-" there
+    assert math.isnan(got[DETECTIONS].sqnr_db)
 
 
 def test_a_model_file_graph_loads_for_the_meter():
