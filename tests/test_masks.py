@@ -62,3 +62,30 @@ def test_a_box_edge_on_a_whole_pixel_keeps_its_first_row_and_column_and_not_its_
     )
     rows, cols = np.nonzero(got)
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (20, 49, 10, 29)
+
+
+@pytest.mark.parametrize("frame_wh", [(1280, 720), (720, 1280)])
+def test_a_letterboxed_frame_takes_the_logits_under_its_pixel_centres(frame_wh):
+    """Two prototypes at a quarter of a 640x640 input: one positive on rows 40..79 (input rows 160..320), one on
+    columns 40..79, negative elsewhere; bilinear sampling crosses 0 half-way between cells, at input 160 and 320. A
+    1280x720 frame letterboxes at 0.5 input pixels a frame pixel with 140 rows of padding above, so frame pixel j sits
+    at input (j + 0.5) * 0.5 (+ 140 for rows): rows 40..359 and columns 320..639 are inside; a 720x1280 frame is the
+    same turned (140 columns of padding)."""
+    protos = np.full((2, 160, 160), -5.0, np.float32)
+    protos[0, 40:80, :] = protos[1, :, 40:80] = 5.0
+    w, h = frame_wh
+    tf = plan_resize(PreprocessSpec(640, 640), w, h)[2]
+    masks = ProtoMasks(protos, np.eye(2, dtype=np.float32), 640, 640)  # detection i: prototype i
+    rows, cols = decode_rle(masks.mask(0, np.array([0, 0, w, h], np.float32), tf)), decode_rle(masks.mask(1, [0, 0, w, h], tf))
+    inside_rows, inside_cols = ((40, 360), (320, 640)) if w > h else ((320, 640), (40, 360))
+    assert np.flatnonzero(rows.any(axis=1)).tolist() == list(range(*inside_rows)) and rows.any(axis=0).all()
+    assert np.flatnonzero(cols.any(axis=0)).tolist() == list(range(*inside_cols)) and cols.any(axis=1).all()
+    assert rows.sum() == (inside_rows[1] - inside_rows[0]) * w and cols.sum() == (inside_cols[1] - inside_cols[0]) * h
+
+
+def test_a_box_without_width_or_height_has_an_empty_mask():
+    protos = np.full((1, 160, 160), 5.0, np.float32)
+    tf = plan_resize(PreprocessSpec(640, 640), 640, 480)[2]
+    masks = ProtoMasks(protos, np.ones((1, 1), np.float32), 640, 640)
+    for box in ([10, 20, 10, 50], [10, 20, 30, 20]):
+        assert masks.mask(0, np.array(box, np.float32), tf) == {"size": [480, 640], "counts": [640 * 480]}

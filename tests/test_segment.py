@@ -203,6 +203,15 @@ def test_odd_segmentation_outputs():
         decoder({"p": np.zeros((1, 19, 64, 64), np.float32)}, PreprocessSpec(512, 512), [], type="auto")
 
 
+def test_class_ids_one_past_the_labels_are_refused():
+    """Three labels name classes 0, 1 and 2: an id of 3 is one no label names."""
+    spec = PreprocessSpec(4, 4)
+    ids = np.zeros((1, 4, 4), np.int64)
+    ids[0, 2, 2] = 3
+    with pytest.raises(RunFailed, match="output 'ids' holds class 3, more than the 3 labels name"):
+        decoder({"ids": ids}, spec, ["a", "b", "c"])({"ids": ids}, plan_resize(spec, 4, 4)[2])
+
+
 def test_calibration_measures_pixels_the_two_maps_share():
     """FP32 sees class 1 on 6 cells, INT8 on 4 of them and class 2 on 1 more: the union of reported pixels is 7,
     the agreeing ones 4."""

@@ -120,6 +120,27 @@ def test_odd_ssd_outputs():
     assert len(decode(half)[1]) == 2  # FP16 outputs are converted, never reinterpreted
 
 
+def test_anchors_of_a_tall_input_stay_square_in_pixels():
+    """TF's generator scales the base anchor by min(height, width) / side, so at 300 wide and 600 high the first anchor
+    (scale 0.1, aspect 1) is 0.1 * 300 / 600 = 0.05 of the height and 0.1 of the width: 30x30 pixels, centred on the
+    first cell of the 38x19 map, (0.5 / 38, 0.5 / 19)."""
+    maps = feature_maps(300, 600, 6)
+    assert maps[0] == (38, 19)
+    yc, xc = 0.5 / 38, 0.5 / 19
+    assert ssd_anchors(SsdConfig(), maps, 300, 600)[0] == pytest.approx([yc - 0.025, xc - 0.05, yc + 0.025, xc + 0.05])
+
+
+def test_one_anchor_above_the_threshold_for_two_classes_reports_both():
+    """TF's BatchMultiClassNonMaxSuppression runs per class: an anchor that two classes score above the threshold is
+    one box of each. Anchor 540 is the first of cell (9, 9) of the 19x19 layer: centred on (0.5, 0.5), 0.1 of the
+    300x300 input high and wide, so zero encodings give the box 135..165 both ways; sigmoid(ln 4) = 0.8, sigmoid(ln 1.5)
+    = 0.6."""
+    enc, logits = np.zeros((1, 1917, 4), np.float32), np.full((1, 1917, 3), -30.0, np.float32)
+    logits[0, 540, 1:] = [np.log(1.5), np.log(4.0)]
+    _, rows = decode({"raw_box_encodings": enc, "class_logits": logits}, labels=("cat", "dog"))
+    assert rows.tolist() == [pytest.approx([135, 135, 165, 165, 0.8, 1]), pytest.approx([135, 135, 165, 165, 0.6, 0])]
+
+
 @pytest.mark.slow
 def test_the_converted_model_through_edge_run(tmp_path):
     """The user's path: scripts/ssdlite/make.sh writes the ONNX raw head; edge-run with task.type ssd reports the
