@@ -234,3 +234,36 @@ def test_metadata_head_that_is_not_a_name_is_ignored():
     meta = read("m.onnx", {"names": "{0: 'a'}", "task": "detect", "head": "RTDETR Decoder; rm -rf"})
     assert isinstance(meta, ModelMetadata) and meta.head is None
     assert read("m.onnx", {"names": "{0: 'a'}", "task": "detect", "head": "RTDETRDecoder"}).head == "RTDETRDecoder"
+
+
+def test_detr_pair_ranks_every_query_class_pair_by_hand():
+    """RT-DETR's own post-processing (sigmoid, then a top-k over the flattened (query, class) scores): query 0 scores
+    class 2 at sigmoid(ln 4) = 0.8 and class 0 at sigmoid(ln 1.5) = 0.6, query 1 class 1 at sigmoid(ln 9) = 0.9, all
+    else sigmoid(-10). Boxes (cx, cy, w, h) of 320: query 0 (0.5, 0.5, 0.25, 0.25) is 120..200, query 1 (0.25, 0.25,
+    0.125, 0.125) is 60..100. max_detections 2 keeps the best two pairs."""
+    boxes = np.array([[[0.5, 0.5, 0.25, 0.25], [0.25, 0.25, 0.125, 0.125], [0.5, 0.5, 0.5, 0.5]]], np.float32)
+    logits = np.full((1, 3, 3), -10.0, np.float32)
+    logits[0, 0, [2, 0]] = [np.log(4.0), np.log(1.5)]
+    logits[0, 1, 1] = np.log(9.0)
+    outs = {"pred_boxes": boxes, "pred_logits": logits}
+    head, got = decode(outs, ["a", "b", "c"], type="detr")
+    assert (head.layout, head.classes) == ("pair", 3)
+    assert got.tolist() == [
+        pytest.approx([60, 60, 100, 100, 0.9, 1], abs=1e-4),
+        pytest.approx([120, 120, 200, 200, 0.8, 2], abs=1e-4),
+        pytest.approx([120, 120, 200, 200, 0.6, 0], abs=1e-4),
+    ]
+    assert decode(outs, ["a", "b", "c"], type="detr", max_detections=2)[1][:, 5].tolist() == [1, 2]
+    outs["pred_boxes"] = boxes.copy()
+    outs["pred_boxes"][0, 2, 1] = np.nan
+    with pytest.raises(RunFailed, match="output 'pred_boxes' holds 1 NaN"):
+        decode(outs, ["a", "b", "c"], type="detr")
+
+
+def test_detr_rows_with_a_class_past_the_labels_are_refused():
+    """Three labels name classes 0..2: a row of class 3 means the output is not read as it was written."""
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, :, :4] = 0.5
+    rows[0, 0] = [0.5, 0.5, 0.1, 0.1, 0.9, 3]
+    with pytest.raises(RunFailed, match=r"output 'output0' gives class 3, not a class id 0\.\.2"):
+        decode({"output0": rows}, ["a", "b", "c"], type="detr")
