@@ -262,6 +262,8 @@ def test_model_and_backend_rules_of_the_config_reference(tmp_path):
     assert refusal(["preprocess=gpu"]).startswith("--set preprocess: gpu writes straight into TensorRT")
     assert refusal(["frame_memory=upload"]).startswith("--set frame_memory 'upload': applies to preprocess: gpu")
     assert f"{DEMO_CONFIG}: key 'model.engine': backend tensorrt needs an engine file" in refusal(["backend=tensorrt"])
+    p = write(tmp_path, "model: {engine: none.engine}\n")
+    assert refusal(None, config=p) == f"{p}: key 'model.engine': file not found: {tmp_path / 'none.engine'}"
     missing = refusal(["model.asset=", f"model.engine={tmp_path / 'none.engine'}"])
     assert missing.startswith("--set model.engine") and f"file not found: {tmp_path / 'none.engine'}" in missing
     assert "key 'telemetry.replay_path'" in refusal(["telemetry.backend=replay"])
@@ -302,6 +304,15 @@ def test_a_pool_config_is_refused_where_docs_pool_md_says(tmp_path, override, na
     assert refusal([override], config=p).startswith(names)
 
 
+def test_a_pool_s_refusals_from_the_file_name_the_file_and_the_fix(tmp_path):
+    p = write(tmp_path, POOL + "source: {uri: c.mp4}\n")
+    assert refusal(None, config=p).startswith(f"{p}: key 'source': ")
+    p = write(tmp_path, POOL + "pool: {engines: [gpu]}\n")
+    assert refusal(None, config=p).startswith(f"{p}: key 'pool.engines': 'gpu' is not an engine of backend onnxruntime")
+    # docs/pool.md: use sources[N].sinks.video
+    assert refusal(["sinks.video=v.mp4"], config=write(tmp_path, POOL)).endswith("sources[N].sinks.video")
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [
@@ -318,7 +329,10 @@ def test_a_pool_config_is_refused_where_docs_pool_md_says(tmp_path, override, na
 )
 def test_a_pool_source_s_own_keys_are_named_by_its_index(tmp_path, text, key):
     p = write(tmp_path, POOL.replace("{uri: a.mp4}", text))
-    assert refusal(None, config=p).startswith(f"{p}: key '{key}': ")
+    message = refusal(None, config=p)
+    assert message.startswith(f"{p}: key '{key}': ")
+    if key.endswith(".name"):
+        assert "1-64 letters, digits" in message
 
 
 def test_pool_source_names_default_to_cam_n_and_must_differ(tmp_path):
