@@ -271,3 +271,16 @@ def test_a_model_the_checker_refuses_is_one_line():
     model.graph.node[1].input[0] = "nowhere"
     with pytest.raises(EdgeError, match=r"^--qdq: the Q/DQ model does not pass the ONNX checker \(.*nowhere"):
         qdq.serialize(model)
+
+
+def test_a_missing_onnx_names_the_q_dq_model(monkeypatch):
+    import sys
+
+    from edge.lazy import MissingDependency
+
+    model = two_layers()
+    graph = prepare(model)
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    for write in (lambda: qdq.build(model, graph, {}), lambda: qdq.serialize(model)):
+        with pytest.raises(MissingDependency, match="'onnx' is needed for writing a Q/DQ model but"):
+            write()
