@@ -540,3 +540,231 @@ def test_end_to_end_rows_narrower_than_six_values_are_refused_saying_so():
     rows = [TensorInfo("output0", (1, 300, 5), np.dtype(np.float32))]
     with pytest.raises(ConfigError, match="yolo_end2end reads rows of at least 6 values, output0 has 5"):
         heads.choose(TaskConfig(type="yolo_end2end"), rows, SPEC, [])
+
+
+# -- recognition edges, each family's own layout (heads.py mutation survivors) --------------------------------------
+
+
+def shaped(shapes, dtype=np.float32):
+    return [TensorInfo(n, s, np.dtype(dtype)) for n, s in shapes.items()]
+
+
+def refusal(shapes, labels=(), spec=SPEC, meta=None, dtype=np.float32, **task):
+    with pytest.raises(ConfigError) as err:
+        heads.choose(TaskConfig(**task), shaped(shapes, dtype), spec, list(labels), meta)
+    return str(err.value)
+
+
+def test_blazeface_decodes_a_face_on_its_anchor_grid():
+    # MediaPipe's anchors: 16x16 cells, 2 a cell, then 8x8 cells, 6 a cell (512 + 384); cell (row 8, column 8) of
+    # the first map is anchor 2 * (8 * 16 + 8) = 272, centre (8.5 / 16 * 128, same) = (68, 68); a 20 x 20 box
+    out = {
+        "s16": np.full((1, 512, 1), -10, np.float32),
+        "s8": np.full((1, 384, 1), -10, np.float32),
+        "r16": np.zeros((1, 512, 16), np.float32),
+        "r8": np.zeros((1, 384, 16), np.float32),
+    }
+    out["s16"][0, 272, 0], out["r16"][0, 272, 2:4] = 5.0, 20.0
+    post = decoder(out, spec=PreprocessSpec(128, 128))
+    assert post.head_info == "blazeface"
+    dets = post(out, identity(PreprocessSpec(128, 128))).detections
+    assert [(d.box, d.label) for d in dets] == [([58, 58, 78, 78], "face")]  # no labels: the one class is "face"
+
+
+def test_classify_names_the_top_class_by_its_label():
+    out = {"logits": np.array([[1.0, 3.0, -2.0, 2.0]], np.float32)}
+    post = decoder(out, ["cat", "dog", "car", "cup"])
+    assert post.head_info == "classify (4 classes)"
+    assert [c.label for c in post(out, None).classes][:2] == ["dog", "cup"]
+
+
+def mask_of(det, frame=(640, 640)):
+    from edge.runtime.postprocess.masks import decode_rle
+
+    assert det.mask is not None and det.mask["size"] == [frame[1], frame[0]]
+    return decode_rle(det.mask)
+
+
+def box_region(x1, y1, x2, y2, frame=(640, 640)):
+    """Ultralytics' process_mask keeps pixel (j, i) of the box x1 <= j < x2, y1 <= i < y2."""
+    want = np.zeros((frame[1], frame[0]), bool)
+    want[y1:y2, x1:x2] = True
+    return want
+
+
+def test_yolo_seg_masks_are_the_box_where_the_prototype_logit_is_positive():
+    # one candidate (80..120, 90..110) whose coefficient 1 on a prototype of ones gives logit 1 (> 0) everywhere
+    raw = v8([(100, 100, 40, 20, 0.9, 3)], extra=32)
+    raw[0, 84, 0] = 1.0
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0
+    out = {"output0": raw, "output1": protos}
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    (det,) = post(out, identity()).detections
+    np.testing.assert_array_equal(mask_of(det), box_region(80, 90, 120, 110))
+
+
+def test_end_to_end_seg_rows_carry_their_mask_coefficients():
+    rows = np.zeros((1, 300, 6 + 32), np.float32)
+    rows[0, 0, :7] = [80, 90, 120, 110, 0.9, 3, 1.0]  # x1, y1, x2, y2, score, class, then coefficient 0 = 1
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0
+    out = {"output0": rows, "output1": protos}
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    assert post.head_info == "yolo_end2end (80 classes, 32 mask coefficients)"
+    (det,) = post(out, identity()).detections
+    np.testing.assert_array_equal(mask_of(det), box_region(80, 90, 120, 110))
+
+
+def test_seg_prototypes_of_a_dynamic_size_are_recognised():
+    outputs = shaped({"output0": (1, 116, 8400), "output1": (1, 32, "h", "w")})
+    head = heads.choose(TaskConfig(), outputs, SPEC, [])
+    assert head.describe() == "yolo_seg v8 (80 classes, 32 mask coefficients)" and head.outputs["protos"] == "output1"
+
+
+def test_end_to_end_rows_beside_another_output_are_refused():
+    msg = refusal({"output0": (1, 300, 6), "count": (1, 5)}, type="yolo_end2end")
+    assert "yolo_end2end reads one [1, K, 6] output (x1, y1, x2, y2, score, class), for -seg with prototypes" in msg
+
+
+def test_a_layout_named_in_the_config_with_other_classes_says_how_many():
+    msg = refusal({"output0": (1, 84, 8400)}, ["a", "b", "c"], type="yolo", yolo_layout="v8")
+    assert "yolo does not fit the model's outputs output0 [1, 84, 8400]: it would have 80 classes but task.labels / " in msg
+    assert "the metadata name 3" in msg
+
+
+# DETR's own layouts: [1, Q, 4 + C] scores, boxes and logits as two outputs in either order
+
+
+def test_detr_scores_rows_wider_than_six_are_per_class_scores():
+    head = heads.choose(TaskConfig(type="detr"), shaped({"output0": (1, 300, 84)}), SPEC, [])
+    assert head.describe() == "detr scores (80 classes)"
+
+
+@pytest.mark.parametrize("order", [("boxes", "logits"), ("logits", "boxes")])
+def test_detr_boxes_and_logits_are_told_apart_in_either_order(order):
+    shapes = {"boxes": (1, 300, 4), "logits": (1, 300, 80)}
+    head = heads.choose(TaskConfig(type="detr"), shaped({k: shapes[k] for k in order}), SPEC, [])
+    assert head.describe() == "detr pair (80 classes)" and head.outputs == {"boxes": "boxes", "logits": "logits"}
+
+
+def test_detr_outputs_it_cannot_read_are_refused_naming_them():
+    msg = refusal({"a": (1, 300, 5), "b": (1, 300, 80)}, type="detr")
+    assert "cannot tell the boxes from the logits in a [1, 300, 5], b [1, 300, 80]" in msg
+    msg = refusal({"a": (1, 300, 6), "b": (1, 300, 6), "c": (1, 300, 6)}, type="detr")
+    assert "detr does not fit the model's outputs a [1, 300, 6], b [1, 300, 6], c [1, 300, 6]: detr reads [1, Q, 6]" in msg
+
+
+# RetinaFace at 64x64 with Pytorch_Retinaface's priors: strides 8, 16, 32 give 8x8, 4x4 and 2x2 cells, two priors a
+# cell: 2 * (64 + 16 + 4) = 168 priors; per level maps of 4 x 2, 2 x 2 and 10 x 2 channels
+
+
+def retina_maps(layout, landmarks=True, landmark_channels=20):
+    shapes = {}
+    for stride, cells in ((8, 8), (16, 4), (32, 2)):
+        for role, ch in (("box", 8), ("cls", 4), ("landm", landmark_channels))[: 3 if landmarks else 2]:
+            shapes[f"{role}{stride}"] = (1, cells, cells, ch) if layout == "nhwc" else (1, ch, cells, cells)
+    return shapes
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("landmarks", [True, False])
+def test_retinaface_level_maps_in_either_layout(layout, landmarks):
+    head = heads.choose(TaskConfig(type="retinaface"), shaped(retina_maps(layout, landmarks)), PreprocessSpec(64, 64), [])
+    assert head.describe() == f"retinaface {layout} (1 classes{', 5 keypoints' if landmarks else ''})"
+    want = {f"{r}{s}": f"{n}{s}" for s in (8, 16, 32) for r, n in (("boxes", "box"), ("scores", "cls"))}
+    if landmarks:
+        want.update({f"landmarks{s}": f"landm{s}" for s in (8, 16, 32)})
+    assert head.outputs == want
+
+
+def test_retinaface_maps_of_no_whole_number_of_values_a_prior_are_refused():
+    # 21 channels over 2 priors a cell is no map of this head (landmarks are 10 a prior)
+    msg = refusal(retina_maps("nchw", landmark_channels=21), spec=PreprocessSpec(64, 64), type="retinaface")
+    assert "task.priors makes 168 priors at 64x64 on levels [[8, 8], [4, 4], [2, 2]]" in msg
+
+
+def test_retinaface_rows_read_their_roles_by_width_or_by_name():
+    by_width = {"a": (1, 168, 4), "b": (1, 168, 2), "c": (1, 168, 10)}
+    head = heads.choose(TaskConfig(type="retinaface"), shaped(by_width), PreprocessSpec(64, 64), [])
+    assert head.describe() == "retinaface rows (1 classes, 5 keypoints)"
+    assert head.outputs == {"boxes": "a", "scores": "b", "landmarks": "c"}
+    by_name = {"loc": (1, 168, "w"), "conf": (1, 168, "w"), "landms": (1, 168, "w")}  # widths left dynamic
+    head = heads.choose(TaskConfig(type="retinaface"), shaped(by_name), PreprocessSpec(64, 64), [])
+    assert head.outputs == {"boxes": "loc", "scores": "conf", "landmarks": "landms"}
+
+
+# SSD MobileNet at 300x300: feature maps 19, 10, 5, 3, 2, 1 with 3 anchors a cell on the first and 6 on the rest
+# (TF's ssd_anchor_generator, reduce_boxes_in_lowest_layer): 19*19*3 + (100 + 25 + 9 + 4 + 1) * 6 = 1083 + 834 = 1917
+
+
+def test_ssd_boxes_are_told_from_scores_of_the_same_width_by_name():
+    shapes = {"class_predictions": (1, 1917, 4), "raw_box_encodings": (1, 1917, 4)}  # 3 classes and background
+    head = heads.choose(TaskConfig(type="ssd"), shaped(shapes), PreprocessSpec(300, 300), [])
+    assert head.outputs == {"boxes": "raw_box_encodings", "scores": "class_predictions"} and head.classes == 3
+
+
+def test_ssd_feature_maps_from_the_config_set_the_anchor_count():
+    from edge.config import SsdConfig
+
+    # a first map of 20x20 instead of 19x19: 20*20*3 + 834 = 2034 anchors
+    maps = [[20, 20], [10, 10], [5, 5], [3, 3], [2, 2], [1, 1]]
+    task = TaskConfig(type="ssd", ssd=SsdConfig(feature_maps=maps))
+    head = heads.choose(task, shaped({"boxes": (1, 2034, 4), "scores": (1, 2034, 91)}), PreprocessSpec(300, 300), [])
+    assert len(head.anchors) == 2034 and head.classes == 90
+
+
+# Segmenters: a map of class scores, or class ids in one channel
+
+
+def test_segment_class_ids_come_in_one_channel():
+    ids = shaped({"map": (1, 1, 64, 64)}, np.int64)
+    assert heads.choose(TaskConfig(type="segment"), ids, PreprocessSpec(64, 64), []).describe() == "segment"
+    msg = refusal({"map": (1, 3, 64, 64)}, spec=PreprocessSpec(64, 64), dtype=np.int64, type="segment")
+    assert "map [1, 3, 64, 64]: integer class ids come in one channel" in msg
+
+
+def test_segment_of_two_outputs_says_what_it_reads():
+    msg = refusal({"a": (1, 4, 64, 64), "b": (1, 4, 64, 64)}, spec=PreprocessSpec(64, 64), type="segment")
+    assert "segment reads one [1, C, h, w] map of class scores (or one channel of foreground, or [1, h, w] class ids)" in msg
+
+
+# auto: the metadata's task and end2end flag, and the refusals' lines
+
+
+def meta_of(**raw):
+    from edge.metadata import read
+
+    return read("m.onnx", {"names": "{0: 'a', 1: 'b'}", **raw})
+
+
+def test_the_metadata_task_settles_a_head_that_shapes_leave_ambiguous():
+    shapes = {"output": (1, 8400, 6)}  # two classes: a transposed v8 head, or DeepStream-Yolo's rows
+    assert "fit yolo v8t (2 classes) and deepstream_yolo (2 classes)" in refusal(shapes, ["a", "b"])
+    head = heads.choose(TaskConfig(), shaped(shapes), SPEC, ["a", "b"], meta_of(task="detect"))
+    assert head.describe() == "yolo v8t (2 classes)"
+
+
+def test_an_end2end_flag_picks_the_end_to_end_reading():
+    head = heads.choose(TaskConfig(), shaped({"output0": (1, 300, 6)}), SPEC, ["a", "b"], meta_of(task="detect", end2end="True"))
+    assert head.describe() == "yolo_end2end (2 classes)"
+
+
+def test_an_oriented_box_model_is_refused_in_its_own_line():
+    msg = refusal({"output0": (1, 20, 8400)}, meta=meta_of(task="obb"))
+    assert msg == "the model is an oriented-box (obb) detector (output0 [1, 20, 8400]); edge does not decode obb heads yet"
+
+
+def test_a_declared_type_that_does_not_fit_names_the_one_that_does():
+    msg = refusal({"output0": (1, 84, 8400)}, [f"c{i}" for i in range(80)], type="classify")
+    assert msg.endswith("; task.type yolo fits them")
+
+
+def test_nothing_fitting_lists_every_type_and_at_most_eight_outputs():
+    msg = refusal({f"o{i}": (5,) for i in range(10)})
+    shown = ", ".join(f"o{i} [5]" for i in range(8))
+    assert msg == (
+        f"key 'task.type': not set (auto), and the outputs {shown} and 2 more fit none of edge's decoders; set task.type "
+        "to one of yolo, yolo_seg, yolo_pose, yolo_end2end, nms_plugin, deepstream_yolo, blazeface, centerface, picodet, "
+        "ssd, retinaface, detr, segment, classify (docs/models.md shows each head's outputs)"
+    )
