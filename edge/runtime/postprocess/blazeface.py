@@ -34,9 +34,11 @@ class BlazeFace:
         self.box_names = [t.name for t in outputs if t.shape[-1] == 16]
         self.size = np.array([spec.width, spec.height], np.float32)
         self.task, self.labels, self.label = task, labels, labels[0]
-        # Logit threshold: compare raw scores, and run the sigmoid only on the survivors.
-        t = min(max(task.score_threshold, 1e-6), 1 - 1e-6)
-        self.logit_threshold = float(np.log(t / (1 - t)))
+        # Logit threshold: compare raw scores, and run the sigmoid only on the survivors. A threshold of 0 or 1 is
+        # -inf or inf: nothing scores above 1, and a saturated logit's score of 1.0 must not pass it.
+        t = task.score_threshold
+        with np.errstate(divide="ignore"):
+            self.logit_threshold = float(np.log(t) - np.log1p(-t))
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         logits = np.concatenate([as_float(n, out[n]).reshape(-1) for n in self.score_names])
