@@ -118,6 +118,25 @@ def _tiny_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def test_sampling_starts_above_sample_above_values_of_one_image():
+    from edge.calib.stats import SAMPLE_ABOVE, counting_stride
+
+    assert counting_stride((SAMPLE_ABOVE,)) == 1  # one image unless told: "more than SAMPLE_ABOVE" counts all
+    assert counting_stride((SAMPLE_ABOVE + 1,)) == 3  # 3: the first prime from SAMPLE_STRIDE, and 65537 is prime
+
+
+def test_per_image_bytes_are_float32_sizes_and_unknown_shapes_count_as_the_largest():
+    from edge.calib.stats import per_image_bytes, session_bytes
+
+    graph = prepare(_tiny_model(), {"x": (1, 3, 8, 8)})
+    graph.shapes["unknown"] = ("N", 7)
+    # conv: 4 x 8 x 8 floats; logits: 5 floats; the unknown one as the largest known
+    assert per_image_bytes(graph, ["conv", "logits", "unknown"]) == {"conv": 1024, "logits": 20, "unknown": 1024}
+    assert per_image_bytes(graph, ["unknown"]) == {"unknown": 4}  # nothing known: one float
+    # a session costs about four times the model (PP-OCRv5 rec: 63 MB per session of a 16 MB model)
+    assert session_bytes(graph.model) == 4 * graph.model.ByteSize()
+
+
 def test_calibration_tensors_are_inputs_node_outputs_and_constants_outside_weight_slots():
     graph = prepare(_tiny_model(), {"x": (1, 3, 8, 8)})
     acts, consts = calibration_tensors(graph)
@@ -130,6 +149,8 @@ def test_plan_fits_the_batch_to_the_budget_and_splits_only_when_one_image_is_too
     assert plan(sizes, 4000, 32) == (10, [["a", "b"]])
     assert plan(sizes, 4000, 4) == (4, [["a", "b"]])
     assert plan(sizes, 350, 32) == (1, [["a"], ["b"]])
+    # a group filled to exactly the budget still fits: 200 + 200 = 400
+    assert plan({"a": 200, "b": 200, "c": 200}, 400, 32) == (1, [["a", "b"], ["c"]])
 
 
 @pytest.mark.parametrize("budget", [1, 10_000, 4 << 20])
@@ -356,6 +377,23 @@ def test_prefetch_left_early_stops_its_producer():
             break
     assert not [t for t in threading.enumerate() if t.name == "calib-infer"]
     assert len(made) <= 4  # the slots bound how far the producer ran ahead of the break
+
+
+def test_prefetch_passes_none_through_as_an_item():
+    from edge.calib.stats import prefetch
+
+    assert list(prefetch(iter([1, None, 2]))) == [1, None, 2]
+
+
+def test_a_prefetch_left_open_does_not_keep_the_process_from_exiting():
+    """A generator still held when the interpreter exits (an error path that never closes it): its producer waits for
+    a slot forever, and the process must exit anyway."""
+    import subprocess
+    import sys
+
+    code = "from edge.calib.stats import prefetch\nitems = prefetch(iter(range(10)))\nnext(items)\nprint('done')\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "done\n")
 
 
 def test_giving_back_memory_is_glibcs_malloc_trim_and_a_no_op_elsewhere():
