@@ -4,6 +4,7 @@ and the builder's fully connected conversion as docs/edge-dla.md states it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from edge.dla.lowering import lower, parser_ops
@@ -111,6 +112,8 @@ def test_gemm_is_a_matrix_multiply_then_an_unnamed_bias_sum(trt):
     assert bias[1].startswith("(Unnamed Layer*") and "[ElementWise]" in bias[1]
     # MatMul has no bias input: addMatrixMultiply only
     assert lower("MatMul", "mm", trt).layers == [("MATRIX_MULTIPLY", "mm")]
+    # Gemm without C (optional since opset 11): onnxOpImporters.cpp adds the bias sum only "if (inputs.size() > 2)"
+    assert lower("Gemm", "fc", trt, bias=False).layers == [("MATRIX_MULTIPLY", "fc")]
 
 
 @pytest.mark.parametrize("op", ["Gemm", "MatMul"])
@@ -123,3 +126,25 @@ def test_the_builder_makes_a_fully_connected_layer_between_its_two_reshapes(op):
 
 def test_only_a_matrix_product_becomes_fully_connected():
     assert lower("Conv", "c", "10.3", fully_connected=True).layers == [("CONVOLUTION", "c")]
+
+
+@pytest.mark.parametrize("with_c", [False, True])
+def test_gemm_bias_layer_follows_the_real_parser(with_c):
+    """TensorRT-RTX's ONNX parser (the one that runs here) adds the bias ELEMENTWISE layer only for a Gemm with C."""
+    trt = pytest.importorskip("tensorrt_rtx")
+    onnx = pytest.importorskip("onnx")
+    h, nh = onnx.helper, onnx.numpy_helper
+    inits = [nh.from_array(np.ones((4, 3), np.float32), "B")] + ([nh.from_array(np.ones(3, np.float32), "C")] if with_c else [])
+    graph = h.make_graph(
+        [h.make_node("Gemm", ["A", "B"] + (["C"] if with_c else []), ["Y"], "fc")],
+        "g",
+        [h.make_tensor_value_info("A", onnx.TensorProto.FLOAT, [2, 4])],
+        [h.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [2, 3])],
+        inits,
+    )
+    logger = trt.Logger(trt.Logger.ERROR)
+    network = trt.Builder(logger).create_network(0)
+    assert trt.OnnxParser(network, logger).parse(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]).SerializeToString())
+    real = [network.get_layer(i).type.name for i in range(network.num_layers)]
+    ours = [kind for kind, _ in lower("Gemm", "fc", "10.3", bias=with_c).layers]
+    assert [t for t in real if t not in ("CONSTANT", "SHUFFLE")] == ours  # constants and broadcasts are not layers we list

@@ -175,8 +175,9 @@ def parser_ops(trt: str) -> FrozenSet[str]:
     return PARSER_OPS[PARSER_OF.get(trt, "10.0")]
 
 
-def lower(op: str, name: str, trt: str, domain: str = "", fully_connected: bool = False) -> Lowered:
-    """The TensorRT layers of one ONNX node on TensorRT ``trt`` (``fully_connected``: the builder's FC conversion)."""
+def lower(op: str, name: str, trt: str, domain: str = "", fully_connected: bool = False, bias: bool = True) -> Lowered:
+    """The TensorRT layers of one ONNX node on TensorRT ``trt`` (``fully_connected``: the builder's FC conversion;
+    ``bias``: a Gemm has its optional C input)."""
     if domain not in ("", "ai.onnx"):
         return Lowered("PLUGIN_V2", [("PLUGIN_V2", name)], note=f"custom domain '{domain}': a plugin must be registered")
     if op not in parser_ops(trt):
@@ -205,6 +206,6 @@ def lower(op: str, name: str, trt: str, domain: str = "", fully_connected: bool 
     elif op in ("Gemm", "MatMul") and fully_connected:
         kind = "FULLY_CONNECTED"
         layers = [("SHUFFLE", f"reshape_before_{name}"), ("FULLY_CONNECTED", name), ("SHUFFLE", f"reshape_after_{name}")]
-    elif op == "Gemm":
+    elif op == "Gemm" and bias:  # the importer adds the C sum only when C is given (opset 11 made it optional)
         layers.append(("ELEMENTWISE", "(Unnamed Layer*) [ElementWise] (bias)"))
     return Lowered(kind, layers)

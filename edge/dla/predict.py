@@ -855,7 +855,8 @@ def _node_name(node: Any, idx: int) -> str:
 def _verdict(ctx: _Ctx, idx: int, node: Any, fully_connected: bool) -> NodeVerdict:
     """One node: its TensorRT layers on this release, and the first DLA rule it breaks."""
     name = _node_name(node, idx)
-    low = lower(node.op_type, name, ctx.lim.trt, node.domain, fully_connected)
+    bias = len(node.input) > 2 and bool(node.input[2])
+    low = lower(node.op_type, name, ctx.lim.trt, node.domain, fully_connected, bias)
     try:
         if not low.importer:
             broken: Broken = ("parser.missing", f"{node.op_type} on TensorRT {ctx.lim.trt}")
@@ -864,7 +865,7 @@ def _verdict(ctx: _Ctx, idx: int, node: Any, fully_connected: bool) -> NodeVerdi
     except Exception as exc:  # attributes or inputs that do not fit the operator: the parser would reject it too
         broken = ("op.malformed", f"{node.op_type}: {type(exc).__name__}")
     if fully_connected and broken:  # a refused FC stays the parser's matrix multiply on the GPU
-        low = lower(node.op_type, name, ctx.lim.trt, node.domain)
+        low = lower(node.op_type, name, ctx.lim.trt, node.domain, bias=bias)
     v = NodeVerdict(name, node.op_type, low.kind, GPU if broken else DLA, flops=_safe_flops(ctx.g, node))
     v.trt_layers = [f"{kind}: {layer}" for kind, layer in low.layers]
     if fully_connected and not broken:
