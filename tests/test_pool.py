@@ -6,6 +6,7 @@ frame and that each source's results leave in capture order."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -13,10 +14,14 @@ import numpy as np
 import pytest
 
 from edge.errors import EdgeError, RunFailed
-from edge.runtime.postprocess import Classification, Result
-from edge.runtime.schedule.pool import Engine, Lane, Pool
+from edge.runtime.postprocess import Classification, Detection, Result
+from edge.runtime.schedule.assign import Move
+from edge.runtime.schedule.pool import STAGES, Engine, Lane, Pool
 from edge.runtime.sources import Source
 from edge.runtime.sources.frames import FrameRing
+from edge.runtime.status.metrics import Metrics
+from tests.conftest import PROMPT_S
+from tests.test_pipeline import Images
 
 
 class Counter(Source):
@@ -318,3 +323,154 @@ def test_nominal_rates_seed_only_live_finite_positive_values():
     pool.seed_rates({"cam": float("inf")})
     pool.seed_rates({"cam": -5.0})
     assert pool.assigner.rate["cam"] == 25.0
+
+
+def test_an_engines_stats_are_its_frames_over_its_wall_time():
+    e = Engine("dla0", sleeper(0.0), "x", frames=30, busy_s=0.45678, t_start=10.0, t_end=11.5)
+    # 1.5 s of wall time: 30 frames are 20 fps, 0.45678 s busy is 0.30452 of it
+    assert e.stats() == {"frames": 30, "busy_s": 0.457, "wall_s": 1.5, "busy": 0.305, "fps": 20.0}
+    idle = Engine("dla1", sleeper(0.0), "x")  # never started: no time, so no share of it
+    assert idle.stats() == {"frames": 0, "busy_s": 0.0, "wall_s": 0.0, "busy": 0.0, "fps": 0.0}
+
+
+def test_the_status_line_ends_with_each_engines_frames_and_sources():
+    pool = Pool([lane("a", Counter(1, live=False)), lane("b", Counter(1, live=False))], engines(gpu=0.0, dla0=0.0))
+    pool.assigner.start(0.0)  # two unmeasured engines, two sources: one each, in engine order
+    pool.engines[0].frames, pool.engines[1].frames = 3, 4
+    no_frames = Metrics(STAGES).status_line()  # the pool's own part before any frame
+    assert pool.status_line() == no_frames + " | gpu 3 frames [a], dla0 4 frames [b]"
+    assert pool.status_line("power 5 W") == no_frames + " | gpu 3 frames [a], dla0 4 frames [b] | power 5 W"
+
+
+def test_the_summary_says_what_each_source_offers_why_it_is_where_it_is_and_every_move():
+    cam, file, spread = (
+        lane("cam", Counter(1, live=True)),
+        lane("file", Counter(1, live=False)),
+        lane("s", Counter(1, live=False), spread=True),
+    )
+    pool = Pool([cam, file, spread], engines(gpu=0.0))
+    pool.seed_rates({"cam": 25.123})
+    pool.assigner.start(0.0)
+    pool.moves += [(1.0, Move("cam", None, "gpu", "start")), (12.34567, Move("cam", "dla0", "gpu", "dla0 behind"))]
+    s = pool.summary()
+    src = s["sources"]
+    assert (src["cam"]["offered_fps"], src["file"]["offered_fps"]) == (25.12, None)  # a file offers what it is given
+    assert (src["s"]["engine"], src["s"]["why"]) == ("spread", "spread: any engine with nothing of its own")
+    assert src["cam"]["engine"] == "gpu" and src["cam"]["why"] == "start: gpu not yet measured"
+    assert [src[n]["error"] for n in ("cam", "file", "s")] == [None, None, None]
+    # the moves between engines, to the millisecond; the first placements are not moves
+    assert s["moves"] == [{"t": 12.346, "source": "cam", "from": "dla0", "to": "gpu", "why": "dla0 behind"}]
+
+
+def test_the_measured_service_times_are_where_the_assignment_starts():
+    pool = Pool([lane("a", Counter(1, live=False))], engines(gpu=0.001))
+    measured = pool.measure({"x": np.zeros(1, np.float32)}, frames=1)
+    assert pool.summary()["engines"]["gpu"]["service_ms"] == round(measured["gpu"] * 1e3, 3)
+    pool.assigner.start(0.0)
+    assert pool.summary()["sources"]["a"]["why"].startswith(f"start: gpu {measured['gpu'] * 1e3:.1f} ms/frame")
+
+
+def test_one_engine_serves_its_sources_round_robin_from_the_one_after_the_last_skipping_empty_ones():
+    """a, b, c hold 3, 1 and 3 frames; the engine holds a's first frame until every frame of all three is queued.
+    Round robin from b: b0 c0 a1, then b is empty so c1, then a2, b empty again so c2."""
+    a_taken = threading.Event()
+    queued = {name: threading.Event() for name in "abc"}
+    order = []
+
+    class Held(Counter):
+        def __init__(self, name, n):
+            super().__init__(n, live=False)
+            self.name = name
+
+        def read(self):
+            if self._index == 0 and self.name != "a":
+                assert a_taken.wait(PROMPT_S)  # a's first frame is the engine's first
+            if self._index == self.n:
+                queued[self.name].set()
+            return super().read()
+
+    def infer(feeds):
+        name, index = "abc"[int(feeds["x"][0]) // 100], int(feeds["x"][0]) % 100
+        order.append(f"{name}{index}")
+        if order == ["a0"]:
+            a_taken.set()
+            assert all(e.wait(PROMPT_S) for e in queued.values())
+        return {"y": np.array([index], np.float32)}
+
+    lanes = [lane(name, Held(name, n), queue_size=3) for name, n in zip("abc", (3, 1, 3))]
+    for k, ln in enumerate(lanes):
+        ln.preprocess = lambda frame, k=k: (preprocess(frame)[0] + 100 * k, None)
+    pool = run(Pool(lanes, [Engine("gpu", infer, "x")]), timeout=PROMPT_S, measure=False)
+    assert pool.error is None
+    assert order == ["a0", "b0", "c0", "a1", "c1", "a2", "c2"]
+
+
+def test_every_delivered_frame_reaches_on_frame_and_an_image_sink_gets_the_boxes_drawn():
+    class Frames64(Counter):
+        def read(self):
+            return self._frame(np.zeros((64, 64, 3), np.uint8)) if self._index < self.n else None
+
+    drawn = Images(True)
+    ln = Lane(
+        "cam",
+        Frames64(2, live=False),
+        lambda f: (np.zeros(1, np.float32), None),
+        lambda o, t: Result([Detection([10.0, 30.0, 50.0, 60.0], 0.9)]),
+        [drawn],
+    )
+    seen = []
+    run(Pool([ln], engines(gpu=0.0), on_frame=lambda p: seen.append((p.source, p.frame.index, p.engine))), measure=False)
+    assert seen == [("cam", 0, "gpu"), ("cam", 1, "gpu")]
+    for image in drawn.images:
+        # a 2-pixel green (BGR 0, 255, 0) rectangle from (10, 30) to (50, 60); inside it stays black
+        assert image[45, 10].tolist() == [0, 255, 0] and image[60, 30].tolist() == [0, 255, 0]
+        assert image[45, 30].tolist() == [0, 0, 0]
+
+
+def test_a_failure_is_logged_once_naming_the_source_and_its_traceback_goes_to_debug(caplog):
+    caplog.set_level(logging.DEBUG, logger="edge.pool")
+
+    def broken(frame):
+        raise ValueError("bad pixels")
+
+    bad = lane("bad", Counter(3, live=False))
+    bad.preprocess = broken
+    pool = run(Pool([bad], [Engine("gpu", sleeper(0.0, fail_after=0), "x")]), measure=False)
+    assert pool.error is None  # the lane failed before any frame reached the engine
+    said = [(r.levelno, r.getMessage(), r.exc_info[1] if r.exc_info else None) for r in caplog.records if r.name == "edge.pool"]
+    failures = [x for x in said if "failed" in x[1]]
+    assert failures[0][:2] == (logging.DEBUG, "source 'bad': capture failed") and isinstance(failures[0][2], ValueError)
+    assert failures[1:] == [
+        (logging.ERROR, "source 'bad': capture failed: ValueError: bad pixels; the other sources go on", None)
+    ]
+
+    caplog.clear()
+    pool = run(Pool([lane("f", Counter(3, live=False))], [Engine("gpu", sleeper(0.0, fail_after=0), "x")]), measure=False)
+    assert "engine 'gpu' failed: RuntimeError: engine lost" in str(pool.error)
+    (record,) = [r for r in caplog.records if r.name == "edge.pool" and "failed" in r.getMessage()]
+    assert record.levelno == logging.DEBUG and record.getMessage() == "engine 'gpu' failed"
+    assert isinstance(record.exc_info[1], RuntimeError)
+
+
+def test_the_pools_threads_are_named_daemons():
+    """edge-run finds a lane whose read is stalled by its thread's name (``capture-NAME``) and leaves it behind: no
+    thread of the pool keeps the process from exiting (docs/robustness.md)."""
+    release = threading.Event()
+    ln = lane("cam", Counter(100, live=True, stall_at=1, stop=release))
+    before = set(threading.enumerate())
+    pool = Pool([ln], engines(gpu=0.0, dla0=0.0))
+    pool.start()
+    try:
+        threads = set(threading.enumerate()) - before
+        assert sorted(t.name for t in threads) == [
+            "capture-cam",
+            "deliver-cam",
+            "engine-dla0",
+            "engine-gpu",
+            "pool-join",
+            "pool-rebalance",
+        ]
+        assert all(t.daemon for t in threads)
+    finally:
+        release.set()
+    assert pool.wait(PROMPT_S)
