@@ -273,6 +273,22 @@ def test_per_level_maps_by_hand(layout):
         dec(squeezed, plan_resize(spec, 128, 128)[2])
 
 
+def test_maps_of_another_size_than_the_priors_are_refused_naming_each():
+    """An engine handing back a 64x64 input's maps to a decoder set for 128x128: the scores hold 2 * 2 * (8 * 8 + 4 *
+    4 + 2 * 2) = 336 values where the 672 priors need 1344; the refusal names every level's map and its shape."""
+    spec = spec_for(128, 128)
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in hand_maps("nhwc").items()]
+    task = TaskConfig(type="retinaface")
+    dec = heads.build(heads.choose(task, infos, spec, []), resolved_task(task, "retinaface"), infos, spec, [])
+    small = [(f"{role}{s}", s, k) for s in (8, 16, 32) for role, k in (("loc", 4), ("conf", 2), ("lmk", 10))]
+    with pytest.raises(RunFailed) as err:
+        dec({n: np.zeros((1, 64 // s, 64 // s, 2 * k), np.float32) for n, s, k in small}, plan_resize(spec, 128, 128)[2])
+    assert str(err.value) == (
+        "output 'conf8' [1, 8, 8, 4], 'conf16' [1, 4, 4, 4], 'conf32' [1, 2, 2, 4] holds 336 values; retinaface expects 2 "
+        "for each of the 672 priors of task.priors at this input size"
+    )
+
+
 def test_rows_of_another_count_than_the_priors_are_refused_naming_both():
     """A file with a dynamic prior count run at another size than the config's: 64x64 makes 2 * (64 + 16 + 4) = 168
     priors; rows for 100 are refused in one line naming the outputs' shapes and both counts."""
