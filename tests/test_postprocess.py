@@ -141,9 +141,9 @@ def test_blazeface_box_and_keypoints_by_hand():
 
 
 def test_blazeface_reports_scores_above_the_threshold_only():
-    """At 0.5 the logit threshold is ln(0.5 / 0.5) = 0: a logit of 0 (score 0.5) is not above it, -0.5 (0.38) is
-    below, 0.5 (0.62) is above. No score is above a threshold of 1, not even a logit of 20 whose float32 sigmoid is
-    1.0; every score above 0 is above a threshold of 0."""
+    """At 0.5: a logit of 0 scores sigmoid(0) = 0.5, not above it; -0.5 (0.38) is below, 0.5 (0.62) is above. No
+    score is above a threshold of 1, not even a logit of 20 whose float32 sigmoid is 1.0; a score of 3e-7 is above a
+    threshold of 0."""
     logits = {100: 0.0, 200: -0.5, 300: 0.5}
     regs = {i: np.array([0, 0, 8, 8] + [0] * 12, np.float32) for i in logits}
     assert [d.score for d in blazeface(logits, regs)] == [pytest.approx(1 / (1 + np.exp(-0.5)))]

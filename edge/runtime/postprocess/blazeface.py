@@ -34,19 +34,17 @@ class BlazeFace:
         self.box_names = [t.name for t in outputs if t.shape[-1] == 16]
         self.size = np.array([spec.width, spec.height], np.float32)
         self.task, self.labels, self.label = task, labels, labels[0]
-        # Logit threshold: compare raw scores, and run the sigmoid only on the survivors. A threshold of 0 or 1 is
-        # -inf or inf: nothing scores above 1, and a saturated logit's score of 1.0 must not pass it.
-        t = task.score_threshold
-        with np.errstate(divide="ignore"):
-            self.logit_threshold = float(np.log(t) - np.log1p(-t))
 
     def __call__(self, out: Dict[str, np.ndarray], tf: Transform) -> Result:
         logits = np.concatenate([as_float(n, out[n]).reshape(-1) for n in self.score_names])
-        keep = np.nonzero(logits > self.logit_threshold)[0]
+        # The scores themselves against the threshold: float32's sigmoid is 1.0 from a logit of about 17.5 and 0 from
+        # about -20, so no logit threshold says "above" as the reported score does at thresholds 0 and 1.
+        scores = sigmoid(logits)
+        keep = np.nonzero(scores > self.task.score_threshold)[0]
         if keep.size == 0:
             return Result()
         reg = np.concatenate([as_float(n, out[n]).reshape(-1, 16) for n in self.box_names])[keep]
-        scores = sigmoid(logits[keep])
+        scores = scores[keep]
         # Offsets are in input pixels relative to the anchor centre; sizes in input pixels.
         centre = self.anchors[keep] * self.size + reg[:, 0:2]
         half = reg[:, 2:4] / 2
