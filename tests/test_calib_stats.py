@@ -388,11 +388,17 @@ def test_prefetch_passes_none_through_as_an_item():
 def test_a_prefetch_left_open_does_not_keep_the_process_from_exiting():
     """A generator still held when the interpreter exits (an error path that never closes it): its producer waits for
     a slot forever, and the process must exit anyway."""
+    import os
     import subprocess
     import sys
+    from pathlib import Path
+
+    import edge.calib.stats
 
     code = "from edge.calib.stats import prefetch\nitems = prefetch(iter(range(10)))\nnext(items)\nprint('done')\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    here = str(Path(edge.calib.stats.__file__).parents[2])  # the edge these tests import, not another install
+    env = {**os.environ, "PYTHONPATH": here}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert (done.returncode, done.stdout) == (0, "done\n")
 
 
