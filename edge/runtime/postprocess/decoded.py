@@ -29,10 +29,11 @@ def class_ids(name: str, values: np.ndarray, classes: int) -> np.ndarray:
     """Class ids from an output that may hold them as floats (BatchedNMS, DeepStream-Yolo); a value that is not a
     whole number in range means the output was read wrong, and is refused."""
     ids = np.rint(values).astype(np.int64)
-    if len(values) and (np.abs(values - ids).max() > 1e-3 or ids.min() < 0 or (classes and ids.max() >= classes)):
-        bad = values[np.argmax(np.abs(values - ids) > 1e-3)] if np.abs(values - ids).max() > 1e-3 else ids.max()
+    wrong = (np.abs(values - ids) > 1e-3) | (ids < 0) | ((ids >= classes) if classes else False)
+    if wrong.any():
         raise RunFailed(
-            f"output '{name}' gives class {float(bad):g}, not a class id 0..{max(classes - 1, 0) or 'C-1'}: this is not the "
+            f"output '{name}' gives class {float(values[np.argmax(wrong)]):g}, not a class id "
+            f"0..{classes - 1 if classes else 'C-1'}: this is not the "
             "layout task.type says; check task.type and task.labels"
         )
     return ids
