@@ -768,3 +768,169 @@ def test_nothing_fitting_lists_every_type_and_at_most_eight_outputs():
         "to one of yolo, yolo_seg, yolo_pose, yolo_end2end, nms_plugin, deepstream_yolo, blazeface, centerface, picodet, "
         "ssd, retinaface, detr, segment, classify (docs/models.md shows each head's outputs)"
     )
+
+
+# -- decoding: keypoints, objectness, one class (yolo.py, detect.py) -------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["v8", "v8t"])
+def test_pose_keypoints_and_their_visibility_map_to_the_frame(layout):
+    # one person (270..370, 220..420 in input pixels), keypoint k at (300 + k, 250 + 2k) with visibility 0.5 + 0.01k;
+    # a 1280x720 frame letterboxed into 640x640: scale 0.5, 140 px of padding on top, so frame = (x / 0.5, (y - 140) / 0.5)
+    raw = v8([(320, 320, 100, 200, 0.9, 0)], classes=1, extra=51)
+    k = np.arange(17)
+    raw[0, 5::3, 0], raw[0, 6::3, 0], raw[0, 7::3, 0] = 300 + k, 250 + 2 * k, 0.5 + 0.01 * k
+    if layout == "v8t":
+        raw = np.ascontiguousarray(raw[0].T[None])
+    post = decoder({"o": raw}, ["person"], type="yolo_pose", yolo_layout=layout)
+    assert post.head_info == f"yolo_pose {layout} (1 classes, 17 keypoints)"
+    (det,) = post({"o": raw}, plan_resize(SPEC, 1280, 720)[2]).detections
+    np.testing.assert_allclose(det.box, [540, 160, 740, 560], atol=1e-3)
+    np.testing.assert_allclose(det.keypoints, np.stack([2 * (300 + k), 2 * (250 + 2 * k - 140)], axis=1), atol=1e-3)
+    np.testing.assert_allclose(det.keypoint_scores, 0.5 + 0.01 * k, atol=1e-6)
+    assert (det.label, det.score) == ("person", np.float32(0.9))
+
+
+def test_pose_keypoints_without_visibility_have_no_scores():
+    raw = v8([(320, 320, 100, 200, 0.9, 0)], classes=1, extra=10)  # task.keypoints [5, 2]: x, y only
+    raw[0, 5::2, 0], raw[0, 6::2, 0] = [300, 310, 320, 330, 340], [250, 260, 270, 280, 290]
+    post = decoder({"o": raw}, ["person"], type="yolo_pose", keypoints=[5, 2])
+    (det,) = post({"o": raw}, identity()).detections
+    assert det.keypoints == [[300, 250], [310, 260], [320, 270], [330, 280], [340, 290]] and det.keypoint_scores is None
+    assert "keypoint_scores" not in det.to_dict()
+
+
+def test_v5_seg_scores_are_objectness_times_class_not_the_mask_coefficients():
+    # YOLOv5-seg [1, N, 5 + 80 + 32]: objectness 0.8 x class 2's 0.5 = 0.4; the first mask coefficient (3.0, right
+    # after the classes) is no score
+    raw = np.zeros((1, 3 * CELLS, 5 + 80 + 32), np.float32)
+    raw[0, 0, :5], raw[0, 0, 5 + 2], raw[0, 0, 85] = [100, 100, 40, 20, 0.8], 0.5, 3.0
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0
+    out = {"output0": raw, "output1": protos}
+    post = decoder(out, [f"c{i}" for i in range(80)], yolo_layout="v5")
+    (det,) = post(out, identity()).detections
+    assert (det.class_id, det.score) == (2, np.float32(0.8) * np.float32(0.5))
+    np.testing.assert_array_equal(mask_of(det), box_region(80, 90, 120, 110))
+
+
+def seg_outputs(cands, coeffs):
+    """A v8 -seg head of the given candidates whose first mask coefficient is ``coeffs[i]``, on prototypes whose first
+    channel is 1 everywhere: candidate i's mask logit is coeffs[i] over the whole input."""
+    raw = v8(cands, extra=32)
+    raw[0, 84, : len(coeffs)] = coeffs
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0
+    return {"output0": raw, "output1": protos}
+
+
+def test_a_mask_covering_the_whole_frame_is_kept():
+    out = seg_outputs([(320, 320, 640, 640, 0.9, 0)], [1.0])
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    (det,) = post(out, identity()).detections
+    assert det.box == [0, 0, 640, 640] and mask_of(det).all()
+
+
+def test_a_detection_whose_mask_is_empty_is_dropped_and_the_next_ones_kept():
+    # Ultralytics' predictor drops a box whose mask has no pixel; the best box here has logit -1 everywhere
+    out = seg_outputs([(100, 100, 40, 20, 0.9, 0), (300, 300, 40, 20, 0.8, 1), (500, 500, 40, 20, 0.7, 2)], [-1, 1, 1])
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    assert [d.class_id for d in post(out, identity()).detections] == [1, 2]
+
+
+# -- decoded heads: corners, counts, class ids (decoded.py) -----------------------------------------------------------
+
+
+def test_end_to_end_pose_rows_carry_their_keypoints():
+    rows = np.zeros((1, 300, 6 + 51), np.float32)
+    k = np.arange(17)
+    rows[0, 0, :6] = [270, 220, 370, 420, 0.9, 0]
+    rows[0, 0, 6::3], rows[0, 0, 7::3], rows[0, 0, 8::3] = 300 + k, 250 + 2 * k, 0.5 + 0.01 * k
+    post = decoder({"output0": rows}, ["person"], keypoints=[17, 3])
+    assert post.head_info == "yolo_end2end (1 classes, 17 keypoints)"
+    (det,) = post({"output0": rows}, plan_resize(SPEC, 1280, 720)[2]).detections  # frame = (x / 0.5, (y - 140) / 0.5)
+    np.testing.assert_allclose(det.box, [540, 160, 740, 560], atol=1e-3)
+    np.testing.assert_allclose(det.keypoints, np.stack([2 * (300 + k), 2 * (250 + 2 * k - 140)], axis=1), atol=1e-3)
+    np.testing.assert_allclose(det.keypoint_scores, 0.5 + 0.01 * k, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "box,want",
+    [
+        ([0.0, 0.0, 0.5, 0.25], [0, 0, 320, 160]),  # normalised: every corner within 0..1, times 640
+        ([0.25, 0.5, 1.0005, 1.0], [160, 320, 640, 640]),  # within the 1e-3 slack: still normalised
+        ([0.5, 0.5, 1.01, 1.0], [0.5, 0.5, 1.01, 1.0]),  # a corner past 1 + 1e-3: pixels
+        ([-0.5, 0.2, 0.6, 0.9], [0, 0.2, 0.6, 0.9]),  # a corner below -1e-3: pixels (clipped to the frame)
+    ],
+)
+def test_nms_plugin_boxes_are_scaled_only_when_normalised(box, want):
+    out = nms_plugin_outputs(1)
+    out["det_boxes"][0, 0], out["det_scores"][0, 0] = box, 0.9
+    post = decoder(out, ["a"])
+    (det,) = post(out, identity()).detections
+    np.testing.assert_allclose(det.box, want, atol=1e-4)
+
+
+def test_a_count_past_the_rows_says_it_is_no_nms_plugin():
+    out = nms_plugin_outputs(101)
+    with pytest.raises(RunFailed) as err:
+        decoder(out, ["a"])(out, identity())
+    assert str(err.value) == (
+        "output 'num_dets' says 101 detections but 'det_boxes' holds 100; not an NMS plugin's outputs: check task.type"
+    )
+
+
+def test_a_nan_score_of_an_nms_plugin_names_its_output():
+    out = nms_plugin_outputs(1)
+    out["det_scores"][0, 5] = np.nan
+    with pytest.raises(RunFailed, match="output 'det_scores' holds 1 NaN or infinite"):
+        decoder(out, ["a"])(out, identity())
+
+
+@pytest.mark.parametrize("backwards", [[110, 10, 10, 110], [10, 110, 110, 10]])
+def test_a_box_with_a_far_corner_before_its_near_one_is_refused(backwards):
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, 0] = [*backwards, 0.9, 0]
+    with pytest.raises(RunFailed) as err:
+        decoder({"output0": rows}, ["a"])({"output0": rows}, identity())
+    assert str(err.value) == (
+        f"output 'output0' gives a box whose far corner is before its near one ({', '.join(map(str, backwards))}): not x1, "
+        "y1, x2, y2 corners (an RT-DETR's normalised cx, cy, w, h? task.type detr)"
+    )
+
+
+@pytest.mark.parametrize(
+    "classes,labels,bad,ids",
+    [
+        ([7, -1, 2], 80, "-1", "0..79"),  # the negative id is named, not the largest
+        ([1, 95, 3], 80, "95", "0..79"),
+        ([1, 2.5, 3], 80, "2.5", "0..79"),  # BatchedNMS's float classes must be whole numbers
+        ([0, 1], 1, "1", "0..0"),
+        ([3, -2], 0, "-2", "0..C-1"),  # no labels: the range is unknown
+    ],
+)
+def test_a_class_that_is_no_class_id_is_named(classes, labels, bad, ids):
+    out = nms_plugin_outputs(len(classes))
+    out["det_classes"] = np.zeros((1, 100), np.float32)
+    out["det_classes"][0, : len(classes)] = classes
+    post = decoder(out, [f"c{i}" for i in range(labels)])
+    with pytest.raises(RunFailed) as err:
+        post(out, identity())
+    assert str(err.value) == (
+        f"output 'det_classes' gives class {bad}, not a class id {ids}: this is not the layout task.type says; check "
+        "task.type and task.labels"
+    )
+
+
+def test_deepstream_yolo_three_outputs_decode_like_its_rows():
+    n = CELLS
+    out = {"boxes": np.zeros((1, n, 4), np.float32), "scores": np.zeros((1, n, 1), np.float32)}
+    out["classes"] = np.zeros((1, n, 1), np.float32)
+    out["boxes"][0, :3] = [[10, 10, 110, 110], [12, 12, 112, 112], [12, 12, 112, 112]]
+    out["scores"][0, :3, 0] = [0.9, 0.8, 0.7]
+    out["classes"][0, :3, 0] = [3, 3, 4]  # the second is suppressed (same class, IoU 0.92), the third another class
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    assert [(d.box, d.class_id, d.label) for d in post(out, identity()).detections] == [
+        ([10, 10, 110, 110], 3, "c3"),
+        ([12, 12, 112, 112], 4, "c4"),
+    ]
