@@ -38,9 +38,10 @@ if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
 fi
 edge assets fetch demo
 # One pytest worker per core (pytest-xdist; tests take ports and folders of their own). EDGE_TEST_JOBS=0 runs serially.
+# The 15 slowest tests are listed at the end: where the suite's time goes.
 jobs=${EDGE_TEST_JOBS:-auto}
 if [ "$jobs" = 0 ]; then
-  python -m pytest -m "not gpu and not jetson" "$@"
+  python -m pytest -m "not gpu and not jetson" --durations 15 "$@"
 else
-  python -m pytest -n "$jobs" --dist worksteal -m "not gpu and not jetson" "$@"
+  python -m pytest -n "$jobs" --dist worksteal -m "not gpu and not jetson" --durations 15 "$@"
 fi

@@ -640,7 +640,7 @@ def png_header_bomb(path: Path, side: int = 30000) -> Path:
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
 
-    comp = zlib.compressobj(9)
+    comp = zlib.compressobj(1)  # zeros: level 9 is 3 times slower for a file 1 MB instead of 4
     row = b"\0" * (side + 1)  # filter byte + one byte per grey pixel
     parts = []
     block = row * 64

@@ -256,6 +256,7 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a dozen edge calib runs: 2 minutes idle, past the 600 s default on a loaded machine
 def test_benchmark_script_quick_run_prints_the_tables(digits_model):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "calibration.py"), "--quick"], capture_output=True, text=True, timeout=900
