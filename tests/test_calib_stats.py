@@ -400,6 +400,13 @@ def test_a_prefetch_left_open_does_not_keep_the_process_from_exiting():
     env = {**os.environ, "PYTHONPATH": here}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert (done.returncode, done.stdout) == (0, "done\n")
+    # in this process too: its producer is a thread the interpreter does not wait for
+    import threading
+
+    items = edge.calib.stats.prefetch(iter(range(10)))
+    next(items)
+    assert [t.daemon for t in threading.enumerate() if t.name == "calib-infer"] == [True]
+    items.close()
 
 
 def test_giving_back_memory_is_glibcs_malloc_trim_and_a_no_op_elsewhere():
