@@ -82,11 +82,13 @@ def test_a_labels_file_that_is_not_utf8_or_missing_is_refused_naming_it(tmp_path
     assert str(err.value) == f"key 'task.labels': cannot read {tmp_path / 'none.txt'} (No such file or directory)"
 
 
-def test_the_metadata_names_label_detections_when_the_config_has_none():
+def test_the_metadata_names_label_detections_and_its_task_picks_the_head():
+    # [1, 8400, 6] with two classes is a transposed v8 head or DeepStream-Yolo's rows: the metadata's task says detect
     meta = read("m.onnx", {"names": "{0: 'cat', 1: 'dog'}", "task": "detect"})
-    raw = np.zeros((1, 6, 8400), np.float32)
-    raw[0, :4, 0], raw[0, 5, 0] = [100, 100, 40, 40], 0.9  # class 1
+    raw = np.zeros((1, 8400, 6), np.float32)
+    raw[0, 0, :4], raw[0, 0, 5] = [100, 100, 40, 40], 0.9  # class 1
     post = create_postprocessor(RunConfig(), [TensorInfo("output0", raw.shape, np.dtype(np.float32))], SPEC, meta)
+    assert post.head_info == "yolo v8t (2 classes)"
     assert [d.label for d in post({"output0": raw}, plan_resize(SPEC, 640, 640)[2]).detections] == ["dog"]
 
 
