@@ -934,3 +934,16 @@ def test_deepstream_yolo_three_outputs_decode_like_its_rows():
         ([10, 10, 110, 110], 3, "c3"),
         ([12, 12, 112, 112], 4, "c4"),
     ]
+
+
+def test_end_to_end_refusals_name_the_rows_and_the_prototypes():
+    rows = np.zeros((1, 300, 6 + 32), np.float32)
+    rows[0, 0, :6] = [80, 90, 120, 110, 0.9, 0.37]  # a score where the class should be
+    out = {"output0": rows, "output1": np.zeros((1, 32, 160, 160), np.float32)}
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    with pytest.raises(RunFailed, match="^output 'output0' gives class 0.37, not a class id 0..79"):
+        post(out, identity())
+    rows[0, 0, 5] = 3
+    out["output1"][0, 0, 0, 0] = np.nan
+    with pytest.raises(RunFailed, match="^output 'output1' holds 1 NaN or infinite"):
+        post(out, identity())
