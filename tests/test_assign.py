@@ -178,5 +178,31 @@ def test_no_move_for_a_small_gain_nor_while_cooling_down(monkeypatch):
 
 
 def test_a_pool_needs_an_engine():
-    with pytest.raises(ValueError, match="at least one engine"):
+    with pytest.raises(ValueError) as err:
         Assigner([], ["c"])
+    assert str(err.value) == "a pool needs at least one engine"
+
+
+def test_every_engine_is_listed_unmeasured_then_its_service_time_is_a_running_average():
+    a = Assigner(["gpu", "dla0"], ["c"])
+    assert a.service_s == {"gpu": None, "dla0": None}  # what the metrics exporter lists per engine
+    a.observe_service("gpu", 0.01)  # the first sample is taken as it is
+    a.observe_service("gpu", 0.02)  # then 0.01 + 0.2 * (0.02 - 0.01) = 0.012 s
+    assert a.service_s == {"gpu": pytest.approx(0.012), "dla0": None}
+
+
+def test_a_copy_carries_on_from_the_same_capture_times_and_leaves_the_original_alone():
+    a = Assigner(["gpu"], ["cam"])
+    a.observe_capture("cam", 10.0)
+    a.observe_capture("cam", 10.04)  # 25 fps
+    c = a.copy()
+    c.observe_capture("cam", 10.14)  # 0.04 + 0.2 * (0.1 - 0.04) = 0.052 s, as on the original
+    assert c.rate["cam"] == pytest.approx(1 / 0.052) and a.rate["cam"] == pytest.approx(25.0)
+
+
+def test_the_swap_can_be_of_the_first_source_with_one_in_the_middle():
+    # A 15 fps, B and C 10 fps. x (15 fps) on B and y (10 fps) on A serve 10 + 10, p and q (5 fps each) 10 on C: 30.
+    # Every single move serves 30 or less, every other swap 25; swapping x and y serves 15 + 10 + 10 = 35
+    a = make({"A": 1 / 15, "B": 0.1, "C": 0.1}, {"x": 15.0, "p": 5.0, "y": 10.0, "q": 5.0})
+    start = {"x": "B", "p": "C", "y": "A", "q": "C"}
+    assert a._improve(start, ["A", "B", "C"]) == {"x": "A", "p": "C", "y": "B", "q": "C"}
