@@ -156,57 +156,6 @@ def test_search_finds_the_smallest_k_of_a_monotone_budget_in_logarithmic_checks(
     assert len(calls) <= 2 * max(1, math.ceil(math.log2(n + 1))) + 2
 
 
-def _top1(score: float) -> Measurement:
-    return Measurement([], labelled=SimpleNamespace(score=score, metric="top-1"))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 80), st.integers(0, 80), st.floats(0.01, 5.0), st.booleans())
-def test_the_margin_search_finds_the_smallest_k_of_a_monotone_budget_in_logarithmic_checks(n, needed, slope, curved):
-    """Top-1 that grows with k, linearly or with diminishing returns; the budget holds from ``needed`` on. Regula falsi
-    with a halving after each step that does not halve the gap: the same k as halving, in no more checks than twice it."""
-    fp32, budget = 0.95, Budget(max_drop=0.5)
-
-    def score(k):  # drop in points: above 0.5 below ``needed``, at or under it from there on
-        left = needed - k
-        return fp32 - (0.5 + (slope * (left**0.5 if curved else left) if left > 0 else slope * left * 0.1)) / 100
-
-    calls = []
-
-    def measure(k):
-        calls.append(k)
-        return _top1(score(k))
-
-    r = search(range(n), measure, lambda m: budget.shortfall(m, fp32), _top1(score(0)), lambda m: budget.margin(m, fp32))
-    assert (r.met, r.kept) == ((True, needed) if needed <= n else (False, n))
-    assert len(calls) <= 2 * (2 * max(1, math.ceil(math.log2(n + 1))) + 2)
-
-
-def test_the_margin_search_steps_where_the_line_through_the_margins_crosses_zero():
-    """By hand: 16 misses by 0.1 point, 32 meets with 2.0 to spare: the line crosses at 16 + 16 * 0.1 / 2.1 = 16.76,
-    so the next k is 17; it meets, and 16 already missed, so 17 is the answer after one step, not four halvings."""
-    fp32, budget = 0.95, Budget(max_drop=0.5)
-    drop = {0: 3.0, 1: 2.9, 2: 2.8, 4: 2.5, 8: 1.6, 16: 0.6, 17: 0.4, 32: -1.5}  # points
-    measured = {k: _top1(fp32 - d / 100) for k, d in drop.items()}
-    r = search(
-        range(40), measured.__getitem__, lambda m: budget.shortfall(m, fp32), measured[0], lambda m: budget.margin(m, fp32)
-    )
-    assert [k for k, _ in r.tried] == [0, 1, 2, 4, 8, 16, 32, 17] and (r.met, r.kept) == (True, 17)
-    # the same search by halves: 24, 20, 18, 17
-    halves = {**drop, 24: -0.5, 20: 0.0, 18: 0.3}
-    measured = {k: _top1(fp32 - d / 100) for k, d in halves.items()}
-    r = search(range(40), measured.__getitem__, lambda m: budget.shortfall(m, fp32), measured[0])
-    assert [k for k, _ in r.tried] == [0, 1, 2, 4, 8, 16, 32, 24, 20, 18, 17] and r.kept == 17
-
-
-def test_margin_is_signed_and_the_larger_of_both_budgets():
-    m = Measurement([OutputFidelity("y", 10, 9)], labelled=SimpleNamespace(score=0.90, metric="top-1"))
-    assert Budget(max_drop=2.0).margin(m, 0.915) == pytest.approx(-0.5)  # 1.5 points dropped of 2 allowed
-    assert Budget(min_agreement=0.8).margin(m, None) == pytest.approx(-0.1)  # 0.9 agreement, 0.1 to spare
-    assert Budget(min_agreement=0.95, max_drop=2.0).margin(m, 0.915) == pytest.approx(0.05)  # agreement misses
-    assert Budget().margin(m, 0.915) == 0.0
-
-
 def test_budget_shortfall_of_top1_points():
     m = Measurement([], labelled=SimpleNamespace(top1=0.90, score=0.90, metric="top-1", top5=1.0, images=100))
     assert Budget(max_drop=0.5).shortfall(m, 0.915) == pytest.approx(1.0)

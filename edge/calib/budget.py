@@ -2,13 +2,11 @@
 
 Layers are ranked by the error each causes when it alone is quantized (the per-layer report); the search then keeps
 the first k of that ranking in FP16, for the smallest k that meets the budget: k = 0, then 1, 2, 4, ... until one
-meets it, then narrowing the gap to the last k that did not (by the margins where they are given, else by halves).
-Each k is one INT8 pass over the check images.
+meets it, then halving the gap to the last k that did not. Each k is one INT8 pass over the check images.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -32,19 +30,13 @@ class Budget:
     def given(self) -> bool:
         return self.min_agreement is not None or self.max_drop is not None
 
-    def margin(self, m: Measurement, fp32_score: Optional[float]) -> float:
-        """The larger of the signed misses (agreement, or points of the score): above 0 by how much ``m`` misses the
-        budget, below 0 by how much room it leaves; 0 when nothing is measured against it."""
-        parts = []
-        if self.min_agreement is not None:
-            parts.append(self.min_agreement - self.agreement(m))
-        if self.max_drop is not None and m.labelled is not None and fp32_score is not None:
-            parts.append((fp32_score - m.labelled.score) * 100 - self.max_drop)
-        return max(parts, default=0.0)
-
     def shortfall(self, m: Measurement, fp32_score: Optional[float]) -> float:
         """How far ``m`` is from the budget: 0 when met, else the larger miss (agreement, or points of the score)."""
-        miss = self.margin(m, fp32_score)
+        miss = 0.0
+        if self.min_agreement is not None:
+            miss = max(miss, self.min_agreement - self.agreement(m))
+        if self.max_drop is not None and m.labelled is not None and fp32_score is not None:
+            miss = max(miss, (fp32_score - m.labelled.score) * 100 - self.max_drop)
         return miss if miss > TOLERANCE else 0.0
 
     def to_dict(self) -> Dict[str, float]:
@@ -68,19 +60,10 @@ class SearchResult:
 
 
 def search(
-    ranking: Sequence[int],
-    measure: Callable[[int], Measurement],
-    miss: Callable[[Measurement], float],
-    start: Measurement,
-    margin: Optional[Callable[[Measurement], float]] = None,
+    ranking: Sequence[int], measure: Callable[[int], Measurement], miss: Callable[[Measurement], float], start: Measurement
 ) -> SearchResult:
     """The smallest k (of ``len(ranking)``) whose measurement has no miss; the full ranking's result when none has.
-    ``start`` is the measurement at k = 0.
-
-    With ``margin`` (the signed miss, ``Budget.margin``), each step between the last k that missed and the first that
-    met goes where the straight line through their margins crosses 0 (regula falsi), not to the middle: a check that
-    meets the budget scores every image, one that misses by far stops early, and the line usually lands just above
-    the answer. A step that does not halve the gap is followed by a plain halving, so the count stays logarithmic."""
+    ``start`` is the measurement at k = 0."""
     seen: Dict[int, Tuple[Measurement, float]] = {0: (start, miss(start))}
     tried: List[Tuple[int, float]] = [(0, seen[0][1])]
 
@@ -101,18 +84,12 @@ def search(
             return SearchResult(best, False, seen[best][0], seen[best][1], tried)
         low, k = k, min(2 * k, n)
     high = k
-    interpolate = margin is not None
     while high - low > 1:
-        mid, gap = (low + high) // 2, high - low
-        if interpolate:
-            above, below = margin(seen[low][0]), margin(seen[high][0])
-            if above > below:
-                mid = min(max(low + math.ceil(gap * above / (above - below)), low + 1), high - 1)
+        mid = (low + high) // 2
         if at(mid) == 0.0:
             high = mid
         else:
             low = mid
-        interpolate = margin is not None and 2 * (high - low) <= gap
     return SearchResult(high, True, seen[high][0], 0.0, tried)
 
 

@@ -123,8 +123,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full-checks",
         action="store_true",
-        help="the plain budget search, for comparison: every step scores every labelled image and halves the gap "
-        "(by default a step stops once the images left cannot make it meet the budget, and steps follow the margins)",
+        help="score every labelled image at each step of the budget search (slower, same choice; by default a step "
+        "stops once the images left cannot change whether it meets the budget)",
     )
 
 
@@ -433,8 +433,7 @@ def main(args: argparse.Namespace) -> int:
                 _say(f"budget: missed, certain after {m.labelled.scored} of {m.labelled.images} labelled images")
             return m
 
-        margin = None if args.full_checks else (lambda m: budget.margin(m, fp32_score))
-        result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before, margin)
+        result = search(order, measure, lambda m: budget.shortfall(m, fp32_score), before)
         kept = keep | set(order[: result.kept])
         q_model, quantized = qdq.build(model, graph, amax, kept)
         after = result.measurement
