@@ -369,6 +369,7 @@ def budget_search(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
         lines.append(
             f"  {name:12} {plain:8.1f} {wall:9.1f} {wall / plain:7.1f}x {full:7.1f} {full / plain:7.1f}x {checks:>6}  "
             f"{'yes' if same else 'NO':12} {len(side['layers']):>4} {side['after']['int8_top1']:10.2%}"
+            + ("" if same else f"  (full checks: {len(full_side['layers'])} FP16, {full_side['after']['int8_top1']:.2%})")
         )
         lines.append(
             f"  {'':12} CPU s: plain {cpu[0]:.1f}, search {cpu[1]:.1f} ({cpu[1] / cpu[0]:.1f}x), full checks {cpu[2]:.1f} "
