@@ -49,9 +49,10 @@ setup(
         "jetson": ["pycuda", "jetson-stats"],
         "report": ["matplotlib"],  # TensorRT itself comes with JetPack (python3-libnvinfer)
         "fleet": FLEET,
-        # Checks CI runs besides the tests: lint, the import contract, the strict docs build.
-        "dev": [*TEST_REQUIRES, "ruff==0.17.6", "import-linter", "mkdocs"],
-        "mutation": ["mutmut==3.8.1"],  # scripts/mutate.py
+        # Checks CI runs besides the tests: lint, the import contract, the strict docs build; mutmut for
+        # scripts/mutate.py (a test checks its reading of mutmut's mutant names).
+        "dev": [*TEST_REQUIRES, "ruff==0.17.6", "import-linter", "mkdocs", "mutmut==3.8.1"],
+        "mutation": ["mutmut==3.8.1"],  # scripts/mutate.py alone
     },
     # The systemd unit for `edge service install`, where a wheel install can find it.
     data_files=[("share/edge/systemd", ["systemd/edge-camera@.service", "systemd/edge-camera.sysusers"])],

@@ -46,6 +46,14 @@ def changed_modules(base: str) -> list[str]:
     return [m for m in out.stdout.split() if m.endswith(".py") and (ROOT / m).is_file()]
 
 
+def of_module(name: str, module: str) -> bool:
+    """Whether mutmut's mutant ``name`` is in ``module``, by mutmut's own parsing of its names (a package's
+    ``__init__`` shares its prefix with every submodule, so a prefix match is not enough)."""
+    from mutmut.utils.format_utils import get_module_from_key
+
+    return get_module_from_key(name) == dotted(module)
+
+
 def tests_naming(module: str) -> list[str]:
     """The test files that import the module: its dotted name, or ``from PACKAGE import NAME``."""
     name = dotted(module)
@@ -134,7 +142,7 @@ def main() -> int:
             names = sorted(mutants(clone))
             chosen = []
             for m in modules:
-                mine = [n for n in names if n.startswith(dotted(m) + ".")]
+                mine = [n for n in names if of_module(n, m)]
                 chosen += random.Random(args.seed).sample(mine, min(args.sample, len(mine)))
             run(chosen, args.timeout)
         else:
@@ -145,8 +153,7 @@ def main() -> int:
     results = mutants(clone)
     ok = True
     for m in modules:
-        prefix = dotted(m) + "."
-        mine = {k: v for k, v in results.items() if k.startswith(prefix) and v not in UNDECIDED}
+        mine = {k: v for k, v in results.items() if of_module(k, m) and v not in UNDECIDED}
         dead = {k for k, v in mine.items() if v in KILLED or v < 0}
         killed, survivors = len(dead), sorted(set(mine) - dead)
         share = 100.0 * killed / len(mine) if mine else 0.0
