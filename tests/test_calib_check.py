@@ -19,6 +19,7 @@ pytest.importorskip("onnxruntime")
 
 from edge.calib.check import BATCH, Checker, Measurement, TopK, session, top_k  # noqa: E402
 from edge.calib.datasets import ImageSet  # noqa: E402
+from edge.errors import EdgeError  # noqa: E402
 from edge.graph.model import load_model, prepare  # noqa: E402
 from edge.runtime.engines.preprocess import PreprocessSpec  # noqa: E402
 
@@ -102,6 +103,33 @@ def test_a_clear_miss_stops_after_the_images_that_settle_it(sess):
     t = top_k(sess, images, BATCH, None, lambda t: t.top1 >= 0.95)
     assert not t.complete and frames.reads == BATCH  # the first batch holds 8 wrong: settled, nothing more is read
     assert t.top1 == pytest.approx((0 + 92) / 100)  # 8 scored, all wrong; 92 left at best
+    assert t.top5 == pytest.approx((8 + 92) / 100)  # 3 classes: the 8 scored are all in the top 5; 92 left at best
+
+
+def test_a_miss_only_the_last_batch_settles_is_an_exact_score(sess):
+    """16 images, 15 right needed, the misses at 8 and 15: after 8 all right, 15 of 16 is still possible; the last batch
+    ends the pass, which is then complete (an exact score, nothing to score again)."""
+    images, _ = labelled([True] * 8 + [False] + [True] * 6 + [False])
+    t = top_k(sess, images, BATCH, None, lambda t: t.top1 >= 15 / 16)
+    assert (t.complete, t.images, t.top1) == (True, 16, 14 / 16)
+
+
+def test_a_fixed_batch_scores_whole_batches_and_none_when_the_set_is_shorter(sess):
+    images, frames = labelled([True] * 10)
+    t = top_k(sess, images, BATCH, 4)
+    assert (t.images, t.top1, len(t.hits)) == (8, 1.0, 8)  # 4 + 4; the short batch of 2 is left out
+    images, _ = labelled([True] * 3)
+    t = top_k(sess, images, BATCH, 4)
+    assert (t.images, t.top1, t.hits.dtype, t.hits.shape) == (0, 0.0, np.dtype(bool), (0,))
+
+
+@pytest.mark.parametrize("labels, scores", [(None, True), (True, None), (None, None)])
+def test_a_set_without_labels_or_a_score_reader_is_refused(sess, labels, scores):
+    images, _ = labelled([True] * 2)
+    images.labels = images.labels if labels else None
+    images.scores = images.scores if scores else None
+    with pytest.raises(EdgeError, match=r"^--eval hits: this image set has no labels"):
+        top_k(sess, images, BATCH, None)
 
 
 def test_wrong_first_puts_the_misses_of_before_ahead_so_a_later_miss_shows_early(sess, tmp_path):
@@ -124,6 +152,20 @@ def test_wrong_first_puts_the_misses_of_before_ahead_so_a_later_miss_shows_early
     assert (reads_in_order, frames.reads) == (1 + 96, 1 + BATCH)
     assert not first.labelled.complete
     assert isinstance(first, Measurement) and isinstance(first.labelled, TopK)
+    # a candidate that meets the budget is scored on all 100, wrong ones first: the exact 90 %
+    met = checker.measure(model, meets=lambda m: m.labelled.top1 >= 0.85)
+    assert (met.labelled.complete, met.labelled.images, met.labelled.top1) == (True, 100, 0.9)
+    assert met.labelled.hits.tolist() == [False] * 10 + [True] * 90
+
+
+def test_the_budget_test_sees_the_agreement_of_the_same_step(tmp_path):
+    """--min-agreement with --max-drop: the labelled pass's test reads the step's fidelity too."""
+    model = channel_mean_model(tmp_path / "m.onnx")
+    images, _ = labelled([True] * 4)
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", images.head(2), images, threads=1)
+    seen = []
+    checker.measure(model, meets=lambda m: seen.append([f.agreement for f in m.fidelity]) or True)
+    assert seen and all(a == [1.0] for a in seen)  # the same model on both sides: every decision agrees
 
 
 def test_reordered_keeps_each_image_with_its_label():
