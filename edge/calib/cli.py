@@ -124,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--full-checks",
         action="store_true",
         help="score every labelled image at each step of the budget search (slower, same choice; by default a step "
-        "stops once the images left cannot change whether it meets the budget)",
+        "stops once the images left cannot make it meet the budget)",
     )
 
 
