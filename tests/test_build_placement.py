@@ -209,6 +209,39 @@ def test_prebuild_pass_names_the_reason_for_the_builders_own_layers():
     assert result["prediction"]["summary"]["subgraphs"] == 2
 
 
+def test_prebuild_pass_finds_the_node_of_each_layer_the_real_parser_made():
+    """TensorRT-RTX's ONNX parser (real; its network stands in for the Jetson's, whose parser names layers the same
+    way) makes HardSwish an ACTIVATION named after the node and an ELEMENTWISE named NODE_0: both get edge dla's
+    reason (the config is a stand-in: no DLA here says which layers it takes)."""
+    import pytest
+
+    trt = pytest.importorskip("tensorrt_rtx")
+    onnx = pytest.importorskip("onnx")
+    from edge.builder.placement import prebuild_pass
+    from edge.dla.predict import predict
+
+    h = onnx.helper
+    graph = h.make_graph(
+        [h.make_node("Relu", ["x"], ["r"], "relu"), h.make_node("HardSwish", ["r"], ["y"], "hs")],
+        "g",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 4, 4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3, 4, 4])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 14)])
+    logger = trt.Logger(trt.Logger.ERROR)
+    network = trt.Builder(logger).create_network(0)
+    assert trt.OnnxParser(network, logger).parse(model.SerializeToString())
+
+    class Config:
+        def can_run_on_DLA(self, layer):
+            return layer.name == "relu"
+
+    result = prebuild_pass(Config(), network, predict(model, "orin", "10.3", {"x": (1, 3, 4, 4)}, "int8"))
+    why = {g["name"]: g["why"] for g in result["gpu_layers"]}
+    assert set(why) == {"hs", "hs_0"}  # the parser's names
+    assert all(w.endswith("edge dla: HardSwish [act.kind]") for w in why.values()), why
+
+
 def test_the_dla_table_cuts_long_names_and_types_to_their_columns():
     from edge.builder.placement import Layer, Placement
 

@@ -303,6 +303,9 @@ def prebuild_pass(config: Any, network: Any, prediction: Any = None) -> Dict[str
         if config.can_run_on_DLA(layer):
             continue
         verdict = predicted.get(layer.name)
+        base, _, k = layer.name.rpartition("_")
+        if verdict is None and k.isdigit():  # the parser names a node's further layers NODE_0, NODE_1, ...
+            verdict = predicted.get(base)
         why = "can_run_on_DLA: false"
         if verdict is not None and verdict.reason:
             why += f"; edge dla: {verdict.reason}"
