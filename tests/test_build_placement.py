@@ -258,3 +258,21 @@ def test_the_dla_table_cuts_long_names_and_types_to_their_columns():
         "engine layers: 2 (1 DLA, 1 GPU); DLA subgraphs: 1 (a core holds 16); DLA<->GPU transitions: unknown; "
         "precisions: FP16, INT8"
     )
+
+
+def test_prebuild_lines_name_each_gpu_layer_cut_the_rest_and_summarise_the_prediction():
+    from edge.builder.placement import prebuild_lines
+
+    gpu = [{"name": f"l{i}", "type": "ELEMENTWISE", "why": "can_run_on_DLA: false"} for i in range(3)]
+    summary = {"dla_nodes": 7, "nodes": 9, "subgraphs": 2, "transitions": 3}
+    lines = prebuild_lines({"layers": 10, "can_run_on_dla": 7, "gpu_layers": gpu, "prediction": {"summary": summary}}, shown=2)
+    assert lines == [
+        "pre-build: TensorRT says 7/10 network layers can run on the DLA",
+        "  to GPU: l0 (ELEMENTWISE): can_run_on_DLA: false",
+        "  to GPU: l1 (ELEMENTWISE): can_run_on_DLA: false",
+        "  … and 1 more (all in the placement report)",
+        "pre-build: edge dla predicts 7/9 ONNX nodes on the DLA in 2 subgraph(s), 3 DLA<->GPU transitions",
+    ]
+    assert prebuild_lines({"layers": 1, "can_run_on_dla": 1, "gpu_layers": [], "prediction": None}) == [
+        "pre-build: TensorRT says 1/1 network layers can run on the DLA"
+    ]
