@@ -149,12 +149,12 @@ def test_a_header_the_dla_cannot_read_is_not_followed_by_a_dla_hint(tiny, tmp_pa
 
 
 def test_every_layer_kept_in_fp16_is_an_exact_copy_and_the_sidecar_stays_strict_json(tiny, tmp_path, capsys):
-    status, out, err = run(capsys, *base(tiny, tmp_path), "--keep-fp16", "conv1", "conv2", "fc", "--min-agreement", "1.0")
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--keep-fp16", "conv1", "conv2", "pool", "fc", "--min-agreement", "1.0")
     assert status == 0, err
     side = json.loads((tmp_path / "t.cache.json").read_text())  # json.loads refuses nothing; the text must be JSON
     assert "Infinity" not in (tmp_path / "t.cache.json").read_text()
     # No Q/DQ left: what differs is float rounding between ONNX Runtime's optimisation levels (or nothing: null).
-    assert side["layers"] == ["conv1", "conv2", "fc"] and side["after"]["agreement"] == 1.0
+    assert side["layers"] == ["conv1", "conv2", "pool", "fc"] and side["after"]["agreement"] == 1.0
     assert "note: no layer is left in INT8; an --int8 build of this runs FP16 throughout" in out
     assert all(o["sqnr_db"] is None or o["sqnr_db"] > 100 for o in side["after"]["outputs"])
     from edge.calib.sidecar import Sidecar

@@ -1,10 +1,11 @@
 """Q/DQ ONNX for TensorRT's explicit quantization: QuantizeLinear -> DequantizeLinear in front of the compute layers.
 
 Convolution, deconvolution, Gemm and MatMul get a Q/DQ pair on every input: activations per tensor with the
-calibrated scale, constant weights per output channel with scale = max|w| / 127. Everything is symmetric INT8 with
-zero-point 0 (TensorRT's parser rejects anything else) and the file uses opset >= 13, where Q/DQ has ``axis``. Nodes
-the user keeps in FP16 get no Q/DQ; TensorRT then runs them in higher precision. The same file run in ONNX Runtime
-is the INT8 simulation behind the accuracy report.
+calibrated scale, constant weights per output channel with scale = max|w| / 127. Beyond them, the placement that
+TensorRT fuses (``edge.calib.fusions``): the skip input of a residual Add, pooling inputs, one scale across a
+Concat. Everything is symmetric INT8 with zero-point 0 (TensorRT's parser rejects anything else) and the file uses
+opset >= 13, where Q/DQ has ``axis``. Nodes the user keeps in FP16 get no Q/DQ; TensorRT then runs them in higher
+precision. The same file run in ONNX Runtime is the INT8 simulation behind the accuracy report.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from edge.calib import fusions
 from edge.errors import EdgeError
 from edge.graph.model import Graph, attrs
 from edge.lazy import require
@@ -98,10 +100,20 @@ def _copy_with_opset(model: Any, flag: str) -> Any:
 class _Inserter:
     """Makes Q/DQ pairs in a graph, once per (tensor, axis), and rewires node inputs to them."""
 
-    def __init__(self, g: Any, graph: Graph, amax: Dict[str, float]) -> None:
+    def __init__(self, g: Any, graph: Graph, amax: Dict[str, float], fused: bool = True) -> None:
         self.g, self.graph, self.amax = g, graph, amax
+        self.plan = fusions.plan(graph) if fused else fusions.Plan()
+        self.groups = self.plan.groups()
         self.made: Dict[Tuple[str, Optional[int]], str] = {}  # (tensor, axis) -> its dequantized name
         self.nodes: List[Any] = []  # the new graph's nodes, in order
+
+    def threshold(self, name: str) -> Optional[float]:
+        """The calibrated threshold of an activation; a Concat's tensors share their group's largest."""
+        root = self.plan.shared.get(name)
+        if root is None:
+            return self.amax.get(name)
+        found = [self.amax[t] for t in self.groups[root] if t in self.amax]
+        return max(found) if found else None
 
     def _pair(self, tensor: str, scale: np.ndarray, axis: Optional[int]) -> str:
         key = (tensor, axis)
@@ -131,19 +143,21 @@ class _Inserter:
             self.made[key] = f"{base}_dequantized"
         return self.made[key]
 
-    def quantize_inputs(self, node: Any) -> bool:
-        """Put Q/DQ in front of ``node``'s compute inputs (in place); True when at least one got a pair."""
+    def quantize_inputs(self, node: Any, idx: Optional[int]) -> bool:
+        """Put Q/DQ in front of ``node``'s compute inputs (in place): a weighted layer's, and those the fusion plan
+        names for node ``idx`` of the prepared graph. True when at least one got a pair."""
         done = False
-        for slot in QUANTIZED_INPUTS.get(node.op_type, ()):
+        for slot in QUANTIZED_INPUTS.get(node.op_type, ()) + self.plan.inputs.get(idx, ()):  # type: ignore[arg-type]
             if slot >= len(node.input) or not node.input[slot]:
                 continue
             name = node.input[slot]
+            threshold = self.threshold(name)
             if name in self.graph.consts:
                 weight = self.graph.consts[name]
                 axis = _weight_axis(node, slot, weight)
                 node.input[slot] = self._pair(name, weight_scales(weight, axis), axis)
-            elif name in self.amax:
-                scale = np.array(max(self.amax[name] / 127.0, MIN_SCALE), np.float32)
+            elif threshold is not None:
+                scale = np.array(max(threshold / 127.0, MIN_SCALE), np.float32)
                 node.input[slot] = self._pair(name, scale, None)
             else:
                 continue
@@ -163,19 +177,22 @@ def _index(graph: Graph, node: Any) -> Optional[int]:
     return graph.producer.get(node.output[0]) if node.output else None
 
 
-def build(model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] = frozenset()) -> Tuple[Any, Set[int]]:
+def build(
+    model: Any, graph: Graph, amax: Dict[str, float], keep_fp16: Set[int] = frozenset(), fused: bool = True
+) -> Tuple[Any, Set[int]]:
     """A copy of ``model`` (the original, with its own dynamic shapes) with Q/DQ inserted, and the indices of the
     nodes that got Q/DQ.
 
     ``graph`` is the prepared model (for constant values), ``amax`` the calibrated threshold per activation tensor,
-    ``keep_fp16`` node indices (of ``graph``) to leave alone.
+    ``keep_fp16`` node indices (of ``graph``) to leave alone. ``fused=False`` leaves out the placement for
+    TensorRT's fusions (``edge.calib.fusions``): Q/DQ in front of the weighted layers only, for comparisons.
     """
     out = _copy_with_opset(model, "--qdq")
-    ins = _Inserter(out.graph, graph, amax)
+    ins = _Inserter(out.graph, graph, amax, fused)
     quantized: Set[int] = set()
     for node in out.graph.node:
         idx = _index(graph, node)
-        if idx not in keep_fp16 and ins.quantize_inputs(node) and idx is not None:
+        if idx not in keep_fp16 and ins.quantize_inputs(node, idx) and idx is not None:
             quantized.add(idx)
         ins.nodes.append(node)
     ins.finish()
@@ -201,7 +218,7 @@ def alone_model(model: Any, graph: Graph, amax: Dict[str, float], nodes: Set[int
         twin.name = f"{node.name or node.output[0]}{ALONE}"
         del twin.output[:]
         twin.output.extend(f"{o}{ALONE}" if o else "" for o in node.output)
-        if ins.quantize_inputs(twin):
+        if ins.quantize_inputs(twin, idx):
             ins.nodes.append(twin)
             pairs[idx] = (node.output[0], twin.output[0])
     ins.finish()
