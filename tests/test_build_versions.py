@@ -217,3 +217,96 @@ def test_refusals_that_depend_on_the_machine(release, demo_model, tmp_path, caps
     assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "0") == 2
     assert "this machine has no DLA" in capsys.readouterr().err
     assert built(machine) == [] and not list(Path(tmp_path).iterdir())
+
+
+@pytest.fixture(scope="module")
+def edge_qdq(tmp_path_factory, demo_model, megamind_frames):
+    """The demo model's Q/DQ model as `edge calib --qdq` writes it (its cache and FP16 list in the metadata)."""
+    from edge import cli
+
+    d = tmp_path_factory.mktemp("qdq")
+    images = write_frames(d / "frames", megamind_frames)
+    qdq = d / "demo.qdq.onnx"
+    argv = [
+        "calib",
+        "--config",
+        "configs/demo.yaml",
+        "--images",
+        str(images),
+        "--cache",
+        str(d / "demo.cache"),
+        "--qdq",
+        str(qdq),
+    ]
+    assert cli.main(argv) == 0
+    return qdq, read_cache(d / "demo.cache")
+
+
+def test_a_dla_build_of_edges_qdq_model_uses_its_embedded_cache(release, edge_qdq, tmp_path, capsys):
+    """JetPack 5/6's DLA takes no Q/DQ: edge-build removes the pairs and hands TensorRT edge calib's own scales
+    (those of the cache it wrote beside the model) as the calibration cache; no image is read, no --int8 needed."""
+    import json
+
+    version, trt, machine, _ = release
+    qdq, cache = edge_qdq
+    out = tmp_path / "q.engine"
+    assert edge_build(str(qdq), "-o", str(out), "--dla", "0") == 0, capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert {"FP16", "INT8"} <= set(built(machine)[0][1])
+    used = [c[1] for c in machine.calls if c[0] == "calibration cache used"]
+    assert len(used) == 1 and not [c for c in machine.calls if c[0] == "calibration batches"]
+    handed = CalibrationCache.from_bytes(used[0].encode())
+    assert handed.header == f"TRT-{version_tag(RELEASED[version])}-EntropyCalibration2"
+    assert all(handed.scales[n] == pytest.approx(s) for n, s in cache.scales.items() if n in handed.scales)
+    assert len(set(cache.scales) & set(handed.scales)) > 100
+    from edge.builder.engine import report_path
+
+    report = json.loads(report_path(out).read_text())
+    assert (
+        report["int8"].startswith("the Q/DQ model's scales as a calibration cache")
+        and "from edge calib's cache in the model" in report["int8"]
+    )
+    assert "note: INT8 for the DLA from the Q/DQ model: " in printed.out
+
+
+def test_a_dla_build_of_model_optimizers_qdq_model_follows_nvidias_translator(release, tmp_path, capsys):
+    """A Q/DQ model edge did not write (Model Optimizer's, tests/fixtures/qdq): the scales its pairs carry, passed on
+    as NVIDIA's translator does, and its ten FP16 layers with precision constraints obeyed."""
+    import json
+
+    from edge.builder.engine import report_path
+
+    version, trt, machine, _ = release
+    qdq = Path(__file__).parent / "fixtures" / "qdq" / "blazeface-back-256.modelopt.qdq.onnx"
+    reference = json.loads((qdq.parent / "blazeface-back-256.modelopt.translator.json").read_text())
+    out = tmp_path / "m.engine"
+    assert edge_build(str(qdq), "-o", str(out), "--dla", "1") == 0, capsys.readouterr().err
+    used = [c[1] for c in machine.calls if c[0] == "calibration cache used"]
+    handed = CalibrationCache.from_bytes(used[0].encode())
+    assert all(handed.scales[n] == pytest.approx(s, rel=1e-6) for n, s in reference["int8_tensor_scales"].items())
+    halves = [c[1] for c in machine.calls if c[0] == "ILayer.precision" and c[2] == trt.DataType.HALF]
+    assert len(halves) == len(reference["fp16_nodes"]) == 10
+    assert sorted(n for n in halves if not n.startswith("node_of_")) == sorted(n for n in reference["fp16_nodes"] if n)
+    report = json.loads(report_path(out).read_text())
+    assert "from the Q/DQ pairs (NVIDIA QDQ Translator's rules), 10 layer(s) in FP16" in report["int8"]
+
+
+def test_a_gpu_build_takes_the_qdq_model_as_it_is_and_int8_with_qdq_on_the_dla_is_one_line(release, edge_qdq, tmp_path, capsys):
+    import json
+
+    from edge.builder.engine import report_path
+
+    version, trt, machine, _ = release
+    qdq, cache = edge_qdq
+    out = tmp_path / "g.engine"
+    assert edge_build(str(qdq), "-o", str(out)) == 0, capsys.readouterr().err
+    assert not [c for c in machine.calls if c[0] == "calibration cache used"]
+    assert json.loads(report_path(out).read_text())["int8"] == "explicit quantization: the Q/DQ model as it is"
+    capsys.readouterr()
+    write_cache(tmp_path / "c.cache", cache)
+    assert (
+        edge_build(str(qdq), "-o", str(tmp_path / "x.engine"), "--dla", "0", "--int8", "--calib-cache", str(tmp_path / "c.cache"))
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--int8: demo.qdq.onnx has Q/DQ pairs, and a DLA build takes its INT8 scales from them" in err

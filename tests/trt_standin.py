@@ -17,6 +17,7 @@ Behaviour is modelled only where edge relies on it, each with its source in NVID
   dynamic inputs must hold different profiles (TensorRT does not check the last rule; the stand-in does, since the
   headers forbid it and the results would be undefined);
 - ``Runtime.DLA_core``: the engine runs on the core the runtime had when it was deserialised;
+- ``ILayer.precision``: recorded when set (``NvInfer.h``, ``ILayer::setPrecision``; ``kFLOAT`` until then);
 - the calibrator trampolines (``pyInt8.cpp``): ``read_calibration_cache()`` returns a buffer or None,
   ``get_batch(names)`` a list of device pointers as integers (anything else ends calibration), and
   ``write_calibration_cache`` receives a memoryview; a cache whose header names another TensorRT or algorithm is
@@ -696,6 +697,15 @@ class B_ILayer:
 
     def get_input(self, index: int) -> Any:
         return _tensor(self._trt, self._rtx.get_input(index))
+
+    @property
+    def precision(self) -> Any:
+        return self.__dict__.get("_precision", self._trt.DataType.FLOAT)  # NvInfer.h: kFLOAT until set
+
+    @precision.setter
+    def precision(self, value: Any) -> None:
+        self._machine.calls.append(("ILayer.precision", self.name, value))
+        object.__setattr__(self, "_precision", value)
 
 
 class B_IConstantLayer:

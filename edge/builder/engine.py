@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import threading
 import time
 import warnings
@@ -27,7 +28,7 @@ from edge import __version__, stoppable
 from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
-from edge.builder.precision import fp16_from_sidecar
+from edge.builder.precision import apply_fp16_layers, fp16_from_sidecar
 from edge.errors import EdgeError, RunFailed
 from edge.graph.model import preflight
 from edge.inputs import read_small
@@ -335,8 +336,24 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         builder = trt.Builder(trt_api.logger())
         caps = trt_api.detect(trt, builder)
         p = plan(cfg, caps)
+        translated = _qdq_for_dla(cfg, caps, onnx)
+        parsed = onnx
+        if translated is not None:  # the DLA takes no Q/DQ before TensorRT 11: the same scales as a cache
+            parsed = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edge-build-"))) / f"{onnx.stem}.noqdq.onnx"
+            write_atomic(parsed, translated.model.SerializeToString())
+            p.flags.append("INT8")
+            p.precisions.append("int8")
+            p.notes.append(
+                f"INT8 for the DLA from the Q/DQ model: {translated.pairs} Q/DQ pairs removed, {len(translated.scales)} "
+                f"tensor scales from {translated.source}, {len(translated.fp16_layers)} layer(s) in FP16"
+            )
+            if translated.weight_mismatches:
+                p.notes.append(
+                    f"{len(translated.weight_mismatches)} weight(s) had Q/DQ scales other than max|w| / 127 (e.g. "
+                    f"{translated.weight_mismatches[0]}); TensorRT quantizes weights per channel by max|w| / 127 on this path"
+                )
         sink.console = None  # a failed parse becomes one EdgeError naming the node; the details stay in the log
-        network, _parser = parse(trt, builder, caps, onnx, p.strongly_typed)
+        network, _parser = parse(trt, builder, caps, parsed, p.strongly_typed)
         sink.console = _console
         if not caps.weakly_typed:
             p.precisions = typed_precisions(trt, network)
@@ -351,11 +368,19 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
             gpu_name = None  # the engine is for another GPU than this one
         if not cc:
             p.notes.append("no GPU here and no --target-cc: the manifest cannot name the compute capability")
-        prebuild = _prebuild(cfg, caps, config, network, onnx, shapes, cc) if dla else None
-        feed = _calibration(trt, cfg, caps, config, network, profile, shapes, scales) if cfg.int8 else None
+        prebuild = _prebuild(cfg, caps, config, network, parsed, shapes, cc) if dla else None
+        if translated is not None:
+            feed = _calibration(
+                trt, cfg, caps, config, network, profile, shapes, _translated_scales(trt, network, caps, cfg, translated)
+            )
+        else:
+            feed = _calibration(trt, cfg, caps, config, network, profile, shapes, scales) if cfg.int8 else None
         if feed is not None:
             stack.callback(feed.close)
-        fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
+        if translated is not None and translated.fp16_layers:
+            apply_fp16_layers(trt, config, network, translated.fp16_layers, "the Q/DQ model's FP16 layers")
+        if translated is None:
+            fp16_from_sidecar(trt, config, network, feed, p)  # edge calib's FP16 layers (issue 15)
         timing = _load_timing_cache(config, cfg, p)
         cancel = threading.Event()
         monitor = trt_api.cancelling_monitor(trt, config, cancel)  # kept below: TensorRT holds no reference of its own
@@ -373,6 +398,7 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
             write_atomic(timing, bytes(config.get_timing_cache().serialize()))
         engine_bytes = bytes(serialized)  # byte for byte what TensorRT wrote; metadata goes in the sidecar
         placement = _placement(trt, engine_bytes, sink.lines, cfg.dla.core, prebuild)
+        placement.int8 = _int8_path(trt, network, translated, feed)
         size, digest = len(engine_bytes), hashlib.sha256(engine_bytes).hexdigest()
         seconds = time.monotonic() - started
         data = _manifest(trt, cfg, caps, p, network, shapes, out, size, digest, onnx, gpu_name, cc, started_at, seconds)
@@ -475,6 +501,53 @@ def _prebuild(
     for line in pl.prebuild_lines(result):
         say(line)
     return result
+
+
+def _int8_path(trt: Any, network: Any, translated: Any, feed: Any) -> Optional[str]:
+    """Where the engine's INT8 scales came from, for the placement report."""
+    if translated is not None:
+        return (
+            f"the Q/DQ model's scales as a calibration cache (the DLA takes no Q/DQ before TensorRT 11): "
+            f"{translated.pairs} pairs removed, {len(translated.scales)} scales from {translated.source}, "
+            f"{len(translated.fp16_layers)} layer(s) in FP16"
+        )
+    quantize = getattr(trt.LayerType, "QUANTIZE", None)
+    if quantize is not None and any(network.get_layer(i).type == quantize for i in range(network.num_layers)):
+        return "explicit quantization: the Q/DQ model as it is"
+    if feed is not None:
+        return "calibration cache" if feed.cached is not None else "calibrated from images"
+    return None
+
+
+def _qdq_for_dla(cfg: BuildConfig, caps: trt_api.Capabilities, onnx: Path) -> Optional[Any]:
+    """A DLA build of a Q/DQ model on a TensorRT whose DLA takes no Q/DQ (8.5-10.x, the ones with calibrators): the
+    model without its pairs, a scale per tensor and the FP16 layers (``edge.graph.qdq_translate``). None otherwise:
+    a GPU build, or TensorRT 11, takes the Q/DQ model as it is."""
+    if cfg.dla.core is None or not caps.calibrators:
+        return None
+    from edge.graph.model import load_model
+    from edge.graph.qdq_translate import has_qdq, translate
+
+    model = load_model(onnx)
+    if not has_qdq(model):
+        return None
+    if cfg.int8:
+        raise EdgeError(
+            f"--int8: {onnx.name} has Q/DQ pairs, and a DLA build takes its INT8 scales from them; drop --int8 "
+            "(and --calib-cache, --calib-images), or build the model without Q/DQ with its cache"
+        )
+    return translate(model)
+
+
+def _translated_scales(trt: Any, network: Any, caps: trt_api.Capabilities, cfg: BuildConfig, translated: Any) -> Scales:
+    """The translated scales as a cache fitted to the parsed network (what TensorRT reads instead of calibrating)."""
+    from edge.builder.calibrator import fit_cache
+    from edge.calib.cache import CalibrationCache, version_tag
+
+    fit = fit_cache(trt, network, CalibrationCache(version_tag(caps.version), cfg.algorithm, translated.scales))
+    for line in fit.lines(Path("(from the Q/DQ model)")):
+        say(line)
+    return Scales(fit.data, None)
 
 
 def _calibration(

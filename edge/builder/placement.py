@@ -227,6 +227,7 @@ class Placement:
     dla_core: Optional[int]
     prebuild: Optional[Dict[str, Any]] = None
     warnings: List[str] = field(default_factory=list)
+    int8: Optional[str] = None  # where the INT8 scales came from: Q/DQ as it is, translated for the DLA, a cache
 
     @property
     def dla_layers(self) -> int:
@@ -250,6 +251,7 @@ class Placement:
             "source": self.source,
             "why": self.why,
             "dla_core": self.dla_core,
+            "int8": self.int8,
             "summary": self.summary(),
             "warnings": self.warnings,
             "layers": [asdict(layer) for layer in self.layers],

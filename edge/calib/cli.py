@@ -281,6 +281,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib.check import Checker, Measurement, TopK
     from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
+    from edge.graph.qdq_translate import embed
     from edge.manifest import sha256_file
     from edge.outputs import Staged, check_outputs, commit_together, hold
 
@@ -508,6 +509,9 @@ def main(args: argparse.Namespace) -> int:
         staged[0].write(cache.to_bytes())
         staged[1].write(Sidecar(kept_layers, info).to_json().encode())
         if args.qdq:
+            # the whole cache and the FP16 list travel in the Q/DQ model: a DLA build before TensorRT 11 takes them
+            unwritable = set(cache.unwritable())
+            embed(q_model, {n: s for n, s in cache.scales.items() if n not in unwritable}, kept_layers)
             staged[2].write(qdq.serialize(q_model))
             staged[2].finish()
     except BaseException:

@@ -20,7 +20,8 @@ import numpy as np
 from edge.dla.lowering import lower
 from edge.dla.rules import RULES, Limits, limits_for
 from edge.errors import EdgeError
-from edge.graph.model import PASSTHROUGH, Graph, attrs, is_static, prepare
+from edge.graph.model import PASSTHROUGH, Graph, attrs, is_static, load_model, prepare
+from edge.graph.qdq_translate import has_qdq, translate
 from edge.metadata import from_onnx, shape_hint
 
 DLA, GPU = "DLA", "GPU"
@@ -736,17 +737,35 @@ def predict(
     if precision not in ("fp16", "int8"):
         raise EdgeError(f"precision must be fp16 or int8 for DLA, not '{precision}'")
     limits = limits_for(target, trt)
+    label = str(model) if isinstance(model, (str, Path)) else None
+    model = load_model(model) if isinstance(model, (str, Path)) else model
+    qdq_note = None
+    if has_qdq(model):  # the DLA takes no Q/DQ before TensorRT 11: predict what edge-build builds, the translation
+        try:
+            translated = translate(model)
+        except EdgeError as exc:  # edge-build refuses such a model; a prediction still says where its layers go
+            qdq_note = f"Q/DQ model not translated, its Q/DQ layers predicted as they are: {exc}"
+        else:
+            model, precision = translated.model, "int8"
+            qdq_note = (
+                f"Q/DQ model: predicted without its {translated.pairs} Q/DQ pairs, as edge-build builds it for the DLA "
+                f"on TensorRT 8.5-10.x (their scales become the calibration cache: {len(translated.scales)} tensors "
+                f"from {translated.source}; {len(translated.fp16_layers)} layer(s) in FP16)"
+            )
     graph = prepare(model, shapes)
     unpinned = {n: d for n, d in graph.input_shapes.items() if not is_static(d)}
     if unpinned:
-        meta = from_onnx(str(model) if isinstance(model, (str, Path)) else "the model", graph.model)
+        meta = from_onnx(label or "the model", graph.model)
         raise EdgeError(
             "dynamic input "
             + ", ".join(f"'{n}' {list(d) if d else '(no shape)'}" for n, d in unpinned.items())
             + ": the DLA needs static shapes (one optimization profile with min = opt = max); pass the build shape, e.g. "
             + " ".join(f"--shape {n}={shape_hint(d, meta)}" for n, d in unpinned.items())
         )
-    return _predict(graph, limits, precision, str(model) if isinstance(model, (str, Path)) else graph.model.graph.name)
+    report = _predict(graph, limits, precision, label or graph.model.graph.name)
+    if qdq_note:
+        report.findings.insert(0, qdq_note)
+    return report
 
 
 def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
