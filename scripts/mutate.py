@@ -71,7 +71,7 @@ def config(modules: list[str], tests: list[str], per_test_timeout: int) -> str:
         "\n[tool.mutmut]\n"
         'source_paths = ["edge"]\n'
         f"only_mutate = [{quoted}]\n"
-        'also_copy = ["configs/", "scripts/", "setup.py"]\n'
+        'also_copy = ["bench/", "configs/", "scripts/", "setup.py"]\n'  # tests run bench scripts and import them
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         f'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--timeout", "{per_test_timeout}"]\n'
     )

@@ -164,3 +164,161 @@ def test_edge_dla_on_a_qdq_model_it_cannot_translate_predicts_it_as_it_is_and_sa
     out = capsys.readouterr().out
     assert "Q/DQ model not translated, its Q/DQ layers predicted as they are: Q/DQ model: 'x_Q' has a zero point" in out
     assert "QuantizeLinear" in out and "gen.qdq" in out
+
+
+def _model(nodes, inits, inputs=(("x", [1, 4, 4, 4]),), outputs=("y",)):
+    graph = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_edge_calibs_embedded_cache_and_fp16_list_are_used_as_they_are():
+    from edge.graph.qdq_translate import FP16_KEY, SCALES_KEY, embed
+
+    model = small()
+    model.metadata_props.add(key="author", value="someone")  # other metadata stays
+    embed(model, {"x": 0.5, "c": 0.25, "y": 2.0}, ["relu"])
+    props = {p.key: p.value for p in model.metadata_props}
+    assert json.loads(props[SCALES_KEY]) == {"c": 0.25, "x": 0.5, "y": 2.0} and json.loads(props[FP16_KEY]) == ["relu"]
+    assert props["author"] == "someone"
+    embed(model, {"x": 0.1}, [])  # again: replaced, not added twice
+    assert [p.key for p in model.metadata_props].count(SCALES_KEY) == 1
+    embed(model, {"x": 0.5, "c": 0.25, "y": 2.0}, ["relu"])
+    t = translate(model)
+    assert t.scales == {"x": 0.5, "c": 0.25, "y": 2.0} and t.fp16_layers == ["relu"] and t.unary == []
+    assert t.source == "edge calib's cache in the model" and t.pairs == 3 and t.weight_mismatches == []
+    assert not has_qdq(t.model) and [n.op_type for n in t.model.graph.node][0] == "Conv"
+    assert translate(small()).source == "the Q/DQ pairs (NVIDIA QDQ Translator's rules)"
+
+
+@pytest.mark.parametrize(
+    "scales, layers, said",
+    [
+        ("{not json", "[]", "is not JSON"),
+        ('{"x": -1}', "[]", "must map tensor names to positive scales"),
+        ('{"x": true}', "[]", "must map tensor names to positive scales"),
+        ('{"x": "0.5"}', "[]", "must map tensor names to positive scales"),
+        ('{"x": 1e999}', "[]", "must map tensor names to positive scales"),
+        ('{"x": 0}', "[]", "must map tensor names to positive scales"),
+        ('[["x", 0.5]]', "[]", "must map tensor names to positive scales"),
+        ('{"x": 0.5}', '"relu"', "edge.fp16_layers must be a list of layer names"),
+        ('{"x": 0.5}', "[1]", "edge.fp16_layers must be a list of layer names"),
+        ('{"x": 0.5}', "[nope", "is not JSON"),
+    ],
+)
+def test_malformed_embedded_metadata_is_one_line_naming_the_key(scales, layers, said):
+    from edge.graph.qdq_translate import FP16_KEY, SCALES_KEY
+
+    model = small()
+    model.metadata_props.add(key=SCALES_KEY, value=scales)
+    model.metadata_props.add(key=FP16_KEY, value=layers)
+    with pytest.raises(EdgeError) as err:
+        translate(model)
+    assert said in str(err.value) and "\n" not in str(err.value) and "edge calib --qdq" in str(err.value)
+
+
+def test_without_an_fp16_entry_the_embedded_list_is_empty():
+    from edge.graph.qdq_translate import SCALES_KEY
+
+    model = small()
+    model.metadata_props.add(key=SCALES_KEY, value='{"x": 0.5}')
+    assert translate(model).fp16_layers == []
+
+
+def test_a_lone_quantize_or_dequantize_counts_as_qdq():
+    nodes, inits, _ = pair("x", 0.1)
+    assert has_qdq(_model(nodes[:1], inits, outputs=("x_q",)))
+    assert has_qdq(_model([helper.make_node("DequantizeLinear", ["x", "x_s"], ["y"], "dq")], inits))
+    assert not has_qdq(_model([helper.make_node("Relu", ["x"], ["y"], "r")], []))
+    with pytest.raises(EdgeError, match=r"DequantizeLinear 'dq' does not read a QuantizeLinear"):
+        translate(_model([helper.make_node("DequantizeLinear", ["x", "x_s"], ["y"], "dq")], inits))
+
+
+def test_a_weight_in_a_constant_node_is_a_weight_and_a_constant_operand_is_no_activation():
+    """Paddle's exports keep weights in Constant nodes: their pairs give no cache entry, and a Constant read by an
+    Add (a bias) is not a tensor left without a scale."""
+    w = np.random.default_rng(2).uniform(-1, 1, (4, 4, 1, 1)).astype(np.float32)
+    nx, ix, dx = pair("x", 0.02)
+    nw, iw, dw = pair("W", np.abs(w).reshape(4, -1).max(1) / 127, axis=0)
+    nodes = [
+        helper.make_node("Constant", [], ["W"], "w_const", value=numpy_helper.from_array(w)),
+        helper.make_node("Constant", [], ["b"], "b_const", value=numpy_helper.from_array(np.ones((1, 4, 1, 1), np.float32))),
+        *nx,
+        *nw,
+        helper.make_node("Conv", [dx, dw], ["c"], "conv"),
+        helper.make_node("Add", ["c", "b"], ["y"], "bias"),
+    ]
+    t = translate(_model(nodes, [*ix, *iw]))
+    assert set(t.scales) == {"x", "c"} and "W" not in t.scales and "b" not in t.scales and t.weight_mismatches == []
+    # c: a convolution read only by an Add of two inputs (a constant counts, as in the translator): scale 1.0
+    assert t.unary == ["c"] and t.scales["c"] == 1.0 and t.fp16_layers == []
+    assert [n.op_type for n in t.model.graph.node] == ["Constant", "Constant", "Conv", "Add"]
+
+
+def test_weight_scales_are_checked_per_channel_on_the_pairs_axis_and_per_tensor():
+    rng = np.random.default_rng(3)
+    w = (rng.uniform(-1, 1, (2, 4, 1, 1)) * 20).astype(np.float32)  # large weights: /127 and /128 differ past 1e-3
+    per_out = np.abs(w).reshape(2, -1).max(1) / 127
+
+    def with_weight(scale, axis):
+        nx, ix, dx = pair("x", 0.02)
+        nw, iw, dw = pair("W", scale, axis=axis)
+        nodes = [*nx, *nw, helper.make_node("Conv", [dx, dw], ["y"], "conv")]
+        return _model(nodes, [*ix, *iw, numpy_helper.from_array(w, "W")])
+
+    assert translate(with_weight(per_out, 0)).weight_mismatches == []  # two channels: still per channel
+    assert translate(with_weight(np.abs(w).max() / 127, None)).weight_mismatches == []  # one scale for the tensor
+    assert translate(with_weight(np.abs(w).max() / 128, None)).weight_mismatches == ["W"]
+    assert translate(with_weight(per_out[::-1].copy(), 0)).weight_mismatches == ["W"]
+    # without an axis attribute ONNX's default is 1: W's axis 1 has 4 entries, not the 2 scales given
+    per_in = np.abs(w).transpose(1, 0, 2, 3).reshape(4, -1).max(1) / 127
+    assert translate(with_weight(per_in, None)).weight_mismatches == []
+    assert translate(with_weight(per_out, None)).weight_mismatches == ["W"]
+
+
+def test_pairs_that_are_not_symmetric_int8_by_one_constant_scale_are_one_line():
+    nx, ix, _ = pair("x", 0.02)
+    relu = helper.make_node("Relu", ["x_dq"], ["y"], "relu")
+    q_zp, dq_zp = _model([*nx, relu], ix), _model([*nx, relu], ix)
+    q_zp.graph.initializer.append(numpy_helper.from_array(np.array(5, np.int8), "dq_z"))
+    q_zp.graph.node[1].input[2] = "dq_z"  # the DequantizeLinear's own zero point
+    with pytest.raises(EdgeError, match="zero point other than 0"):
+        translate(q_zp)
+    dq_zp.graph.node[0].input[2] = "computed"  # a zero point no constant gives
+    with pytest.raises(EdgeError, match="zero point other than 0"):
+        translate(dq_zp)
+    other = _model([*nx, relu], ix)
+    other.graph.initializer.append(numpy_helper.from_array(np.array(0.04, np.float32), "s2"))
+    other.graph.node[1].input[1] = "s2"
+    with pytest.raises(EdgeError, match=r"the pair 'x_Q' -> 'x_DQ' has no constant scale, or two"):
+        translate(other)
+    computed = _model([*nx, relu], ix)
+    computed.graph.node[0].input[1] = "runtime_scale"
+    with pytest.raises(EdgeError, match="has no constant scale, or two"):
+        translate(computed)
+    no_zp = _model([*nx, relu], ix)
+    for n in no_zp.graph.node[:2]:
+        del n.input[2]  # the zero point is optional: 0
+    assert translate(no_zp).scales == {"x": pytest.approx(0.02), "y": pytest.approx(0.02)}  # y: ReLU passes it on
+
+
+def test_an_activation_with_one_scale_per_channel_is_one_line():
+    nx, ix, _ = pair("x", [0.1, 0.2, 0.3, 0.4], axis=1)
+    with pytest.raises(EdgeError, match=r"activation 'x' has 4 scales; TensorRT takes one per activation tensor"):
+        translate(_model([*nx, helper.make_node("Relu", ["x_dq"], ["y"], "relu")], ix))
+
+
+def test_a_graph_output_written_by_a_dequantize_keeps_its_name_and_scale():
+    nr, ir, _ = pair("r", 0.25)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], "relu"), *nr]
+    t = translate(_model(nodes, ir, outputs=("r_dq",)))
+    assert [tuple(n.output) for n in t.model.graph.node] == [("r_dq",)]
+    assert t.scales == {"r_dq": 0.25, "x": 0.25}  # x: back through the ReLU
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 4, 4, 4)).astype(np.float32)
+    got = ort.InferenceSession(t.model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["r_dq"], {"x": x})[0]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))

@@ -164,7 +164,7 @@ def plan(graph: Graph) -> Plan:
     parent: Dict[str, str] = {}
 
     def root(t: str) -> str:
-        while parent.get(t, t) != t:
+        while parent[t] != t:
             t = parent[t]
         return t
 

@@ -130,7 +130,7 @@ def translate(model: Any, dla_unary_scales: bool = True) -> Translated:
         if q.input[1] not in consts or node.input[1] not in consts or not np.array_equal(scale, consts[node.input[1]]):
             raise EdgeError(f"Q/DQ model: the pair '{_layer(q)}' -> '{_layer(node)}' has no constant scale, or two")
         for zp in (q.input[2:3], node.input[2:3]):
-            if zp and zp[0] and np.any(consts.get(zp[0], 1) != 0):
+            if zp and zp[0] and (zp[0] not in consts or np.any(consts[zp[0]] != 0)):
                 raise EdgeError(f"Q/DQ model: '{_layer(q)}' has a zero point other than 0; TensorRT takes symmetric INT8 only")
         if source in consts:  # a weight: TensorRT quantizes it itself
             weight = np.abs(np.asarray(consts[source], np.float64))
