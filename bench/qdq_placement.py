@@ -29,6 +29,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from paired import mcnemar  # noqa: E402
 
 # asset, the input shape to build at (None: the file's own static shape)
 MODELS: List[Tuple[str, Optional[str]]] = [
@@ -173,17 +176,6 @@ def accuracy(quick: bool) -> List[str]:
         f"  McNemar: right only with weighted {only_w}, only with fusions {only_f}, exact two-sided p = {mcnemar(only_w, only_f):.3f}"
     )
     return lines
-
-
-def mcnemar(b: int, c: int) -> float:
-    """Exact McNemar test: two-sided binomial p of the smaller discordant count out of b + c at one half."""
-    from math import comb
-
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, k) for k in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

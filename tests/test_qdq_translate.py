@@ -5,6 +5,7 @@ in tests/fixtures/qdq with how it was made; the small cases follow the rules its
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -322,3 +323,64 @@ def test_a_graph_output_written_by_a_dequantize_keeps_its_name_and_scale():
     x = np.random.default_rng(4).uniform(-1, 1, (1, 4, 4, 4)).astype(np.float32)
     got = ort.InferenceSession(t.model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["r_dq"], {"x": x})[0]
     np.testing.assert_array_equal(got, np.maximum(x, 0))
+
+
+def test_edge_calib_checks_a_qdq_model_as_it_is_and_writes_the_translators_cache(megamind_frames, tmp_path, capsys):
+    """A Model Optimizer Q/DQ model through edge calib: its own pairs are the INT8 side of the check, the model without
+    them the FP32 side; nothing is calibrated, and the cache and FP16 list written are those NVIDIA's translator
+    wrote for it (tests/fixtures/qdq)."""
+    from edge import cli
+    from edge.calib.cache import read_cache
+    from edge.calib.sidecar import read_sidecar
+    from tests.conftest import write_frames
+
+    reference = json.loads((FIXTURES / "blazeface-back-256.modelopt.translator.json").read_text())
+    frames = write_frames(tmp_path / "frames", megamind_frames)
+    cache = tmp_path / "mo.cache"
+    model = FIXTURES / "blazeface-back-256.modelopt.qdq.onnx"
+    assert cli.main(["calib", str(model), "--config", "configs/demo.yaml", "--images", str(frames), "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert "checked as it is against the same model without its 138 Q/DQ pairs; nothing calibrated" in out
+    assert "scales from the Q/DQ pairs (NVIDIA QDQ Translator's rules): 136 tensors (31 at 1.0" in out
+    assert re.search(r"^  detections +\d+ +[\d.]+ +-$", out, re.M)  # the decisions INT8 keeps, measured
+    scales = read_cache(cache).scales
+    assert set(scales) == set(reference["int8_tensor_scales"])
+    assert all(scales[k] == pytest.approx(v, rel=1e-6) for k, v in reference["int8_tensor_scales"].items())
+    layers = read_sidecar(cache).layers
+    assert sorted(layers) == sorted(reference["fp16_nodes"])  # Model Optimizer named every node
+    assert len(layers) == len(reference["fp16_nodes"])
+    assert f"edge-build {model} -o blazeface-back-256.modelopt.qdq.engine" in out and "--int8" not in out
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [["--max-drop", "1", "--eval", "mnist_5k[:10]"], ["--min-agreement", "0.9"], ["--keep-fp16", "x"], ["--qdq", "o.onnx"]],
+)
+def test_flags_that_would_change_a_qdq_models_quantization_are_one_line(flag, tmp_path, capsys):
+    from edge import cli
+
+    model = FIXTURES / "blazeface-back-256.modelopt.qdq.onnx"
+    argv = ["calib", str(model), "--config", "configs/demo.yaml", "--images", str(tmp_path), "--cache", str(tmp_path / "c.cache")]
+    assert cli.main([*argv, *flag]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag[0]}: blazeface-back-256.modelopt.qdq.onnx already has Q/DQ pairs" in err
+    assert not (tmp_path / "c.cache").exists()
+
+
+def test_a_network_input_without_a_scale_sends_its_readers_to_fp16_and_a_weight_listed_as_an_input_does_not():
+    """The translator lists the readers of every graph input and node output without a scale; an initializer that an
+    old export also declares as a graph input is a weight, not an input."""
+    nr, ir, _ = pair("r", 0.5)
+    w = np.ones((4, 4, 1, 1), np.float32)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], "relu"),
+        *nr,
+        helper.make_node("Conv", ["r_dq", "W"], ["y"], "conv"),
+    ]
+    model = _model(nodes, [*ir, numpy_helper.from_array(w, "W")], inputs=(("x", [1, 4, 4, 4]), ("W", [4, 4, 1, 1])))
+    t = translate(model, dla_unary_scales=False)
+    # x has no pair, but ReLU passes r's scale back to it; the Conv's output y has no reader
+    assert t.scales == {"r": 0.5, "x": 0.5} and t.fp16_layers == []
+    nodes[0] = helper.make_node("Sigmoid", ["x"], ["r"], "sig")  # no pass-on through a sigmoid: x stays unscaled
+    t = translate(_model(nodes, [*ir, numpy_helper.from_array(w, "W")], inputs=(("x", [1, 4, 4, 4]), ("W", [4, 4, 1, 1]))))
+    assert t.scales == {"r": 0.5} and t.fp16_layers == ["sig"]

@@ -236,6 +236,21 @@ def _check_classes(graph: Any, labelled: Any) -> None:
         )
 
 
+def _refuse_with_qdq(args: argparse.Namespace, path: Path) -> None:
+    """A Q/DQ model's quantization is its maker's: the flags that would change it are refused before any work."""
+    for flag, given in (
+        ("--max-drop", args.max_drop is not None),
+        ("--min-agreement", args.min_agreement is not None),
+        ("--keep-fp16", bool(args.keep_fp16)),
+        ("--qdq", bool(args.qdq)),
+    ):
+        if given:
+            raise EdgeError(
+                f"{flag}: {path.name} already has Q/DQ pairs, so edge calib checks it as it is and writes its scales as a "
+                f"cache; {flag} needs the model without Q/DQ (the FP32 export)"
+            )
+
+
 def next_step(args: argparse.Namespace, path: Path, asset: Optional[str], cache: Path, graph: Any) -> str:
     """The edge-build command for the Jetson: the model, --int8, the cache, and the build shape of a dynamic input."""
     words = ["edge-build"]
@@ -281,7 +296,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib.check import Checker, Measurement, TopK
     from edge.calib.sidecar import Sidecar, sidecar_path
     from edge.graph.model import load_model, model_inputs, prepare
-    from edge.graph.qdq_translate import embed
+    from edge.graph.qdq_translate import embed, has_qdq, translate
     from edge.manifest import sha256_file
     from edge.outputs import Staged, check_outputs, commit_together, hold
 
@@ -304,6 +319,11 @@ def main(args: argparse.Namespace) -> int:
     )
     _held = hold(cache_path, "--cache")  # noqa: F841 - held to the end of main: a second run on this cache is refused
     model = load_model(path)
+    translated = None
+    if has_qdq(model):  # a Q/DQ model (Model Optimizer's, a QAT export, edge's): checked as it is, not calibrated
+        _refuse_with_qdq(args, path)
+        translated = translate(model)
+        given, model = model, translated.model  # the FP32 side: the same model without its pairs
     inputs = model_inputs(model)
     if len(inputs) != 1:
         raise EdgeError(
@@ -380,18 +400,25 @@ def main(args: argparse.Namespace) -> int:
     )
 
     threads = args.threads or max(1, calib_stats.cores() - 1)
-    stats = calib_stats.collect(
-        model,
-        graph,
-        images,
-        activations,
-        budget_bytes=args.memory_mb << 20,
-        threads=threads,
-        progress=progress,
-        on_run=reference.add if reference is not None else None,
-        on_start=started,
+    stats = (
+        {}
+        if translated is not None
+        else calib_stats.collect(
+            model,
+            graph,
+            images,
+            activations,
+            budget_bytes=args.memory_mb << 20,
+            threads=threads,
+            progress=progress,
+            on_run=reference.add if reference is not None else None,
+            on_start=started,
+        )
     )
     t_stats = time.perf_counter() - t1
+    if translated is not None:
+        started()
+        reference = None
     if reference is not None and not reference.complete():
         reference = None
 
@@ -401,7 +428,8 @@ def main(args: argparse.Namespace) -> int:
     clipped = sum(1 for n, s in stats.items() if amax[n] < s.absmax)
     for name, value in constants.items():
         amax.setdefault(name, float(abs(value).max()))  # exact values: no reason to clip
-    cache = CalibrationCache(version_tag(version), args.cache_algorithm, {n: a / 127.0 for n, a in amax.items()})
+    scales = {n: a / 127.0 for n, a in amax.items()} if translated is None else dict(translated.scales)
+    cache = CalibrationCache(version_tag(version), args.cache_algorithm, scales)
 
     # The check: FP32 against the Q/DQ model, then the budget search when it is not met.
     t2 = time.perf_counter()
@@ -409,12 +437,16 @@ def main(args: argparse.Namespace) -> int:
     threads = args.threads or calib_stats.cores()
     checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference, task)
     fp32_score = checker.fp32_labelled.score if checker.fp32_labelled else None
-    q_model, quantized = qdq.build(model, graph, amax, keep)
+    if translated is None:
+        q_model, quantized = qdq.build(model, graph, amax, keep)
+    else:
+        q_model = given
+        quantized = {i for i, n in enumerate(graph.nodes) if any(x in translated.sources for x in n.input)}
     before = checker.measure(q_model)
     after, kept = before, set(keep)
     ranking: List[Any] = []
     result = None
-    if (budget.given and budget.shortfall(before, fp32_score) > 0) or labelled is not None:
+    if translated is None and ((budget.given and budget.shortfall(before, fp32_score) > 0) or labelled is not None):
         ranking = sensitivity.layer_sensitivity(
             model, graph, amax, quantized, check_images.head(args.layer_images), threads, args.memory_mb << 20
         )
@@ -445,12 +477,26 @@ def main(args: argparse.Namespace) -> int:
     t_check = time.perf_counter() - t2
 
     nodes = graph.model.graph.node
-    kept_layers = [qdq.layer_name(nodes[i]) for i in sorted(kept)]
-    lines = [
-        f"model {path} ({spec.width}x{spec.height} input), {images.count} images from {images.name}, method {args.method}"
-        + (f" {args.percentile}" if args.method == "percentile" else ""),
-        f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
-    ]
+    kept_layers = [qdq.layer_name(nodes[i]) for i in sorted(kept)] if translated is None else translated.fp16_layers
+    method = args.method + (f" {args.percentile}" if args.method == "percentile" else "")
+    if translated is None:
+        lines = [
+            f"model {path} ({spec.width}x{spec.height} input), {images.count} images from {images.name}, method {method}",
+            f"scales: {len(stats)} activations ({clipped} clipped below their max |x|) + {len(constants)} constants",
+        ]
+    else:
+        method = "its Q/DQ pairs"
+        lines = [
+            f"Q/DQ model {path} ({spec.width}x{spec.height} input): checked as it is against the same model without its "
+            f"{translated.pairs} Q/DQ pairs; nothing calibrated",
+            f"scales from {translated.source}: {len(translated.scales)} tensors ({len(translated.unary)} at 1.0 for the "
+            f"DLA's Conv + Add), {len(translated.fp16_layers)} layer(s) reading a tensor without one in FP16",
+        ]
+        if translated.weight_mismatches:
+            lines.append(
+                f"note: {len(translated.weight_mismatches)} weight pair(s) do not use max|w| / 127 (e.g. "
+                f"{translated.weight_mismatches[0]}); TensorRT's implicit INT8 on the DLA quantizes weights that way"
+            )
     if task is not None and task.head.kind == "segment":
         lines.append(f"decisions of {task.name}: each pixel's class (the IoU of the FP32 and INT8 class maps)")
     elif task is not None:
@@ -495,7 +541,7 @@ def main(args: argparse.Namespace) -> int:
     info = {
         "model": path.name,
         "model_sha256": sha256_file(path),
-        "method": args.method + (f" {args.percentile}" if args.method == "percentile" else ""),
+        "method": method,
         "budget": budget.to_dict(),
         "before": _summary(before, fp32_score),
         "after": _summary(after, fp32_score),
@@ -528,9 +574,10 @@ def main(args: argparse.Namespace) -> int:
 
     n = images.count
     lines += [
-        f"time: load {t_load:.1f} s, statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), "
-        f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
-        f"cache: {cache_path} ({cache.header}, {len(cache.scales)} tensors; scales from {args.method}) + {side_path.name} "
+        f"time: load {t_load:.1f} s, "
+        + (f"statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), " if translated is None else "")
+        + f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
+        f"cache: {cache_path} ({cache.header}, {len(cache.scales)} tensors; scales from {method}) + {side_path.name} "
         f"({len(kept_layers)} layer(s) in FP16)",
     ]
     if args.cache_algorithm != "EntropyCalibration2":
@@ -548,8 +595,12 @@ def main(args: argparse.Namespace) -> int:
         else "for the DLA, calibrate again with the default header"
     )
     lines.append(f"next, on the Jetson with TensorRT {version} ({dla}):")
-    lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
-    lines += here_step(args, graph)
+    if translated is not None:  # edge-build makes this cache itself for the DLA; the GPU takes the pairs as they are
+        lines.append(f"  edge-build {args.model or path} -o {path.stem}.engine")
+        lines.append("here too: TensorRT-RTX builds a Q/DQ model as it is (a GPU engine for a desktop GPU)")
+    else:
+        lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
+        lines += here_step(args, graph)
     emit("\n".join(lines))
     return 0
 

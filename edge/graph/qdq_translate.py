@@ -42,6 +42,7 @@ class Translated:
     unary: List[str] = field(default_factory=list)  # convolution outputs given scale 1.0 for the DLA's Conv + Add
     weight_mismatches: List[str] = field(default_factory=list)  # weights whose pair's scales are not max|w| / 127
     pairs: int = 0  # Q/DQ pairs removed
+    sources: List[str] = field(default_factory=list)  # the tensors the pairs quantized (activations and weights)
     source: str = "the Q/DQ pairs (NVIDIA QDQ Translator's rules)"  # or "edge calib's cache in the model"
 
 
@@ -169,7 +170,8 @@ def translate(model: Any, dla_unary_scales: bool = True) -> Translated:
     g.initializer.extend(kept_inits)
     embedded = _embedded(out)
     if embedded is not None:
-        return Translated(out, embedded[0], embedded[1], [], mismatches, len(replace), "edge calib's cache in the model")
+        sources = sorted(set(replace.values()))
+        return Translated(out, embedded[0], embedded[1], [], mismatches, len(replace), sources, "edge calib's cache in the model")
     _pass_on(keep, scales)
     unary: List[str] = []
     fp16: List[str] = []
@@ -178,10 +180,11 @@ def translate(model: Any, dla_unary_scales: bool = True) -> Translated:
         for name in node.input:
             if name:
                 consumers.setdefault(name, []).append(node)
-    inits = {i.name for i in g.initializer} | {n.output[0] for n in keep if n.op_type == "Constant"}
-    tensors = [(None, i.name) for i in g.input if i.name not in inits] + [(n, n.output[0]) for n in keep if n.output]
+    inits = {i.name for i in g.initializer}  # an old model may list its weights as graph inputs too
+    tensors = [(None, i.name) for i in g.input if i.name not in inits]
+    tensors += [(n, n.output[0]) for n in keep if n.output and n.op_type != "Constant"]  # constants are no activations
     for node, tensor in tensors:
-        if tensor in scales or tensor in inits or (node is not None and node.op_type == "Constant"):
+        if tensor in scales:
             continue
         readers = consumers.get(tensor, [])
         if dla_unary_scales and _conv_into_add(node, readers, unary):
@@ -189,7 +192,7 @@ def translate(model: Any, dla_unary_scales: bool = True) -> Translated:
             unary.append(tensor)
             continue
         fp16 += [_layer(r) for r in readers if _layer(r) not in fp16]
-    return Translated(out, scales, fp16, unary, mismatches, len(replace))
+    return Translated(out, scales, fp16, unary, mismatches, len(replace), sorted(set(replace.values())))
 
 
 def _conv_into_add(node: Optional[Any], readers: List[Any], unary: List[str]) -> bool:
