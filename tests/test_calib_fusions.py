@@ -78,6 +78,7 @@ def test_a_skip_connection_quantizes_the_identity_input_and_not_the_convolution_
     add = next(i for i, n in enumerate(graph.nodes) if n.name == "add")
     assert fusions.conv_source(graph, "f") == next(i for i, n in enumerate(graph.nodes) if n.name == "conv2")
     assert fusions.conv_source(graph, "s") == 0  # Relu after the stem convolution: also a convolution's output
+    assert fusions.conv_source(graph, "x") is None  # the network input: no producer
     assert fusions.add_slots(graph, add) == (1,)  # "s": one node back to where the branches split; "f" is five
     amax = {"s": 2.0, "r1": 3.0, "f": 5.0, "c0": 2.5, "x": 1.0}
     q_model, quantized = qdq.build(graph.model, graph, amax)
@@ -348,3 +349,56 @@ def test_the_placement_benchmark_quick_run_prints_both_tables():
     assert re.search(
         r"McNemar: right only with weighted \d+, only with fusions \d+, exact two-sided p = [\d.]+$", proc.stdout, re.M
     )
+
+
+def test_two_convolutions_of_two_network_inputs_quantize_the_first_input():
+    """No common ancestor: both branches are 0 nodes from 'where they split', so neither is longer; Model Optimizer's
+    rule then takes the second input as the convolution branch and quantizes the first."""
+    nodes = [conv("a", "x", "ca", "W0"), conv("b", "x2", "cb", "W1"), helper.make_node("Add", ["ca", "cb"], ["y"], name="add")]
+    graph = helper.make_graph(
+        nodes,
+        "two",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, C, 4, 4]) for n in ("x", "x2")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in weights(9, 2).items()],
+    )
+    g = prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert fusions.add_slots(g, 2) == (0,)
+
+
+def test_a_convolution_that_is_the_split_is_found_behind_a_stem():
+    """x -> stem -> conv = c; c + Erf(c): the nearest common ancestor is conv itself (one node from each side), not
+    the stem further up, so the sum is no skip connection."""
+    nodes = [
+        conv("stem", "x", "c0", "W0"),
+        conv("conv", "c0", "c", "W1"),
+        helper.make_node("Erf", ["c"], ["e"], name="erf"),
+        helper.make_node("Add", ["c", "e"], ["y"], name="add"),
+    ]
+    g = prepare(model_of(nodes, weights(10, 2)))
+    assert fusions.add_slots(g, 3) == ()
+
+
+def test_operands_swapped_give_the_same_inputs_and_a_gate_stops_at_the_network_input():
+    nodes = [
+        conv("lateral", "x", "c", "W0"),
+        helper.make_node("LeakyRelu", ["c"], ["l"], name="leaky", alpha=0.1),
+        helper.make_node("Erf", ["x"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "l"], ["y"], name="add"),  # the convolution's side second
+        helper.make_node("Mul", ["c", "x"], ["p"], name="product"),  # a product with the network input: no gate
+        helper.make_node("Add", ["p", "e"], ["y2"], name="add2"),
+    ]
+    g = prepare(model_of(nodes, weights(11, 1) | {"W0": weights(11, 1)["W"]}, outputs=("y", "y2")))
+    assert fusions.add_slots(g, 3) == (1,)
+    assert fusions.conv_source(g, "p") is None and fusions.add_slots(g, 5) == ()
+
+
+def test_no_convolution_before_an_add_is_no_pair_even_where_a_weighted_layer_reads_an_input():
+    nodes = [
+        helper.make_node("Erf", ["x"], ["a"], name="erf_a"),
+        helper.make_node("Erf", ["x"], ["b"], name="erf_b"),
+        helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+        conv("reader", "a", "y", "W"),  # a is read by a convolution: it has a pair, but the sum is not quantized
+    ]
+    g = prepare(model_of(nodes, weights(12), outputs=("s", "y")))
+    assert fusions.add_slots(g, 2) == ()

@@ -101,9 +101,9 @@ def _gate_input(graph: Graph, mul_idx: int) -> Optional[str]:
 
 
 def _ancestors(graph: Graph, tensor: str) -> Dict[int, int]:
-    """Every node upstream of ``tensor`` with its shortest distance (its producer is 0)."""
+    """Every node upstream of ``tensor`` (a node's output) with its shortest distance (its producer is 0)."""
     out: Dict[int, int] = {}
-    frontier = [graph.producer[tensor]] if tensor in graph.producer else []
+    frontier = [graph.producer[tensor]]
     depth = 0
     while frontier:
         nxt = []
@@ -145,16 +145,14 @@ def add_slots(graph: Graph, add_idx: int) -> Tuple[int, ...]:
         # A convolution that is itself where the branches split (x = conv(.); x + f(x)) is not a skip connection.
         return () if lca == fused[slot] else (1 - slot,)
     convs = [conv_source(graph, n) for n in names]
-    if convs[0] is not None and convs[0] == convs[1]:
-        return ()
-    if convs[0] is None and convs[1] is None:
+    if convs[0] == convs[1]:  # no convolution on either side, or one convolution on both
         return ()
     # An input a weighted layer also reads has its pair anyway: the sum reads it in INT8 at no extra cost.
     return tuple(k for k in (0, 1) if convs[k] is not None or _weighted_reader(graph, names[k]))
 
 
 def _weighted_reader(graph: Graph, tensor: str) -> bool:
-    return any(graph.nodes[i].op_type in WEIGHTED for i in graph.consumers.get(tensor, ()))
+    return any(graph.nodes[i].op_type in WEIGHTED for i in graph.consumers[tensor])
 
 
 def plan(graph: Graph) -> Plan:
