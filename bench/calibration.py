@@ -66,32 +66,12 @@ METHODS = [("mse", []), ("entropy", []), ("percentile 99.9", ["--percentile", "9
 
 def _ort_child(method: str, count: int, out: str) -> None:
     """Runs in the child process: quantize_static on the last ``count`` digits of OpenCV's sheet."""
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from peers import ort_qdq
 
     from edge import assets
     from edge.calib.datasets import dataset
 
-    images = dataset(f"opencv_digits[-{count}:]")
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.batches = images.batches(1)
-
-        def get_next(self) -> Optional[dict]:
-            batch = next(self.batches, None)
-            return None if batch is None else {"x": batch}
-
-    quantize_static(
-        str(assets.resolve("ppocrv5-rec")),
-        out,
-        Reader(),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=QuantType.QInt8,
-        weight_type=QuantType.QInt8,
-        calibrate_method=getattr(CalibrationMethod, method),
-        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
-    )
+    ort_qdq(str(assets.resolve("ppocrv5-rec")), out, dataset(f"opencv_digits[-{count}:]").batches(1), method)
 
 
 def _floor_child(count: int, qdq: Optional[str]) -> None:

@@ -137,6 +137,7 @@ def test_a_downsampling_block_quantizes_the_shortcut_convolution_not_the_long_br
         ("no convolution on either side", ["r", "r2"], [helper.make_node("Relu", ["c"], ["r2"], name="relu2")]),
         ("both sides the same convolution", ["c", "r"], []),
         ("a convolution that is itself the split", ["c", "e"], [helper.make_node("Erf", ["c"], ["e"], name="erf")]),
+        ("the same, operands swapped", ["e", "c"], [helper.make_node("Erf", ["c"], ["e"], name="erf")]),
     ],
 )
 def test_adds_that_are_not_skip_connections_get_no_pairs(case, add_inputs, extra):
@@ -402,3 +403,14 @@ def test_no_convolution_before_an_add_is_no_pair_even_where_a_weighted_layer_rea
     ]
     g = prepare(model_of(nodes, weights(12), outputs=("s", "y")))
     assert fusions.add_slots(g, 2) == ()
+
+
+def test_a_sum_of_x_and_a_function_of_x_is_no_gate():
+    """Only a product gates (SiLU, HardSwish): c + Sigmoid(c) after a convolution is not its epilogue."""
+    nodes = [
+        conv("conv", "x", "c"),
+        helper.make_node("Sigmoid", ["c"], ["g"], name="sig"),
+        helper.make_node("Add", ["c", "g"], ["t"], name="not_a_gate"),
+    ]
+    g = prepare(model_of(nodes, weights(13), outputs=("t",)))
+    assert fusions.conv_source(g, "t") is None
