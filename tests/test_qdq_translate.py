@@ -193,6 +193,7 @@ def test_edge_calibs_embedded_cache_and_fp16_list_are_used_as_they_are():
     t = translate(model)
     assert t.scales == {"x": 0.5, "c": 0.25, "y": 2.0} and t.fp16_layers == ["relu"] and t.unary == []
     assert t.source == "edge calib's cache in the model" and t.pairs == 3 and t.weight_mismatches == []
+    assert t.sources == ["W", "r", "x"] == translate(small()).sources  # what the pairs quantized, either way
     assert not has_qdq(t.model) and [n.op_type for n in t.model.graph.node][0] == "Conv"
     assert translate(small()).source == "the Q/DQ pairs (NVIDIA QDQ Translator's rules)"
 
