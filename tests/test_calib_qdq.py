@@ -284,3 +284,37 @@ def test_a_missing_onnx_names_the_q_dq_model(monkeypatch):
     for write in (lambda: qdq.build(model, graph, {}), lambda: qdq.serialize(model)):
         with pytest.raises(MissingDependency, match="'onnx' is needed for writing a Q/DQ model but"):
             write()
+
+
+def test_pairs_are_named_after_their_tensor_and_axis_so_one_weight_can_have_two():
+    """TensorRT names its layers after the ONNX nodes, so these names are what its build log shows; one weight read by
+    a ConvTranspose per output channel and by a grouped one per tensor gets two pairs that must not collide."""
+    w = np.random.default_rng(5).uniform(-1, 1, (4, 3, 2, 2)).astype(np.float32)
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "W"], ["y1"], name="up1"),
+        helper.make_node("ConvTranspose", ["x", "W"], ["y2"], name="up2", group=2),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shared",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+        [
+            helper.make_tensor_value_info("y1", TensorProto.FLOAT, [1, 3, 4, 4]),
+            helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 6, 4, 4]),
+        ],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    q_model, quantized = qdq.build(model, prepare(model), {"x": 1.0})
+    qdq.serialize(q_model)  # passes the checker: no name twice
+    names = [(n.op_type, n.name, n.output[0]) for n in q_model.graph.node if n.op_type.endswith("Linear")]
+    assert names == [
+        ("QuantizeLinear", "x_QuantizeLinear", "x_quantized"),
+        ("DequantizeLinear", "x_DequantizeLinear", "x_dequantized"),
+        ("QuantizeLinear", "W_axis1_QuantizeLinear", "W_axis1_quantized"),
+        ("DequantizeLinear", "W_axis1_DequantizeLinear", "W_axis1_dequantized"),
+        ("QuantizeLinear", "W_QuantizeLinear", "W_quantized"),
+        ("DequantizeLinear", "W_DequantizeLinear", "W_dequantized"),
+    ]
+    assert {i.name for i in q_model.graph.initializer} >= {"W_axis1_scale", "W_scale", "x_scale", "x_zero_point"}
+    assert quantized == {0, 1}
