@@ -45,17 +45,20 @@ from paired import mcnemar, wilson  # noqa: E402
 MODELOPT = "nvidia-modelopt[onnx]==0.47.0"
 ORIENTATION_PAGES = (100, 500)  # calibration pages, scored pages (each scored page in four orientations)
 VENV = Path.home() / ".cache" / "edge" / "bench" / "modelopt-0.47.0"
+TIME = "/usr/bin/time"  # GNU time (Debian's `time` package): the peak RSS of the program itself
 
 
 def _timed(cmd: List[str], env: Optional[Dict[str, str]] = None) -> Tuple[float, float]:
-    """CPU seconds (user + system) and peak RSS in MB of one child process."""
+    """CPU seconds (user + system) and peak RSS in MB of one child process. The child is started by GNU time, whose
+    own fork is small: a child forked from this process would count this process's pages in its peak."""
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+        proc = subprocess.Popen([TIME, "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
+        err.seek(0)
+        said = err.read()
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            err.seek(0)
-            raise SystemExit(f"benchmark child failed ({' '.join(cmd)}):\n{err.read()[-2000:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+            raise SystemExit(f"benchmark child failed ({' '.join(cmd)}):\n{said[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, int(said.strip().splitlines()[-1]) / 1024
 
 
 @dataclass
