@@ -385,3 +385,19 @@ def test_a_network_input_without_a_scale_sends_its_readers_to_fp16_and_a_weight_
     nodes[0] = helper.make_node("Sigmoid", ["x"], ["r"], "sig")  # no pass-on through a sigmoid: x stays unscaled
     t = translate(_model(nodes, [*ir, numpy_helper.from_array(w, "W")], inputs=(("x", [1, 4, 4, 4]), ("W", [4, 4, 1, 1]))))
     assert t.scales == {"r": 0.5} and t.fp16_layers == ["sig"]
+
+
+def test_a_hostile_node_name_in_a_qdq_model_reaches_the_terminal_escaped(tmp_path, capsys):
+    """Node names come from the file: edge dla's finding and edge calib's refusal quote them, escaped."""
+    from edge import cli
+
+    model = small(zero=3)
+    model.graph.node[0].name = "x_Q\x1b[31m\r\nFAKE: ok"
+    path = tmp_path / "hostile.onnx"
+    onnx.save(model, str(path))
+    assert cli.main(["dla", str(path), "--target", "orin"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\\x1b[31m" in out
+    assert cli.main(["build", str(path), "-o", str(tmp_path / "h.engine"), "--dla", "0"]) == 2  # no DLA here: refused
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and err.count("\n") == 1
