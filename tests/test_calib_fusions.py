@@ -414,3 +414,9 @@ def test_a_sum_of_x_and_a_function_of_x_is_no_gate():
     ]
     g = prepare(model_of(nodes, weights(13), outputs=("t",)))
     assert fusions.conv_source(g, "t") is None
+
+
+def test_a_graph_with_no_add_pooling_or_concat_gets_an_empty_plan():
+    g = prepare(model_of([conv("conv", "x", "y")], weights(14)))
+    plan = fusions.plan(g)
+    assert plan.inputs == {} and plan.shared == {} and plan.groups() == {}

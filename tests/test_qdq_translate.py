@@ -401,3 +401,11 @@ def test_a_hostile_node_name_in_a_qdq_model_reaches_the_terminal_escaped(tmp_pat
     assert cli.main(["build", str(path), "-o", str(tmp_path / "h.engine"), "--dla", "0"]) == 2  # no DLA here: refused
     err = capsys.readouterr().err
     assert "\x1b" not in err and err.count("\n") == 1
+
+
+def test_a_model_without_pairs_translates_to_itself_with_no_scales():
+    """The empty case: nothing to remove, no scale, and every reader of an unscaled tensor listed for FP16."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"], "relu")], [])
+    t = translate(model)
+    assert (t.pairs, t.scales, t.sources, t.unary) == (0, {}, [], [])
+    assert t.fp16_layers == ["relu"] and [n.name for n in t.model.graph.node] == ["relu"]
