@@ -124,6 +124,19 @@ def test_a_swap_gets_out_of_what_no_single_move_improves():
     assert a._improve({"x": "B", "y": "A"}, ["A", "B"]) == {"x": "A", "y": "B"}
 
 
+def test_a_current_assignment_that_traps_the_search_loses_to_the_greedy_start():
+    """Engines of 5 and 20 fps, cameras offering 3, 2, 6, 8 and 6 (25 in all): only {3, 2} fills the 5 fps engine
+    exactly, so only that split serves all 25 fps. Taken by offered rate, largest first, the greedy start puts 8, 6, 6
+    on the fast engine (20) and 3, 2 on the slow one (5): that split. Started from the 8 and 6 on the slow engine,
+    moves and swaps of one camera at a time end short of it."""
+    a = make({"slow": 0.2, "fast": 0.05}, {"c3": 3.0, "c2": 2.0, "c6a": 6.0, "c8": 8.0, "c6b": 6.0})
+    a.assignment = {"c3": "fast", "c2": "fast", "c6a": "fast", "c8": "slow", "c6b": "slow"}
+    assert a.score(a._improve(dict(a.assignment), list(a.engines)))[0] < 25.0  # the trap: improving it is not enough
+    plan = a._local()
+    assert plan == {"c3": "slow", "c2": "slow", "c6a": "fast", "c8": "fast", "c6b": "fast"}
+    assert a.served(plan) == pytest.approx(a.rate)  # every camera gets all it offers
+
+
 def test_exactly_729_assignments_are_still_tried_one_by_one(monkeypatch):
     a = make({"gpu": 0.01, "dla0": 0.03, "dla1": 0.03}, {f"c{i}": 15.0 for i in range(6)})
     monkeypatch.setattr(Assigner, "_local", lambda self: pytest.fail("the local search ran for 3 ** 6 = 729 assignments"))
