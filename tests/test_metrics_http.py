@@ -284,12 +284,18 @@ def test_the_server_is_bounded_and_drops_silent_clients(tmp_path):
             assert s.recv(100) is not None  # the server hangs up (an empty read, or a 408 reply) before our 5 s timeout
             s.close()
         assert wait_until(lambda: http_get(f"http://127.0.0.1:{port}/x", timeout=5)[0] == 200, 5)
-        assert http_get(f"http://127.0.0.1:{port}/nothing-here")[0] == 404
-        with socket.create_connection(("127.0.0.1", port)) as s:  # garbage instead of HTTP
-            s.sendall(b"\x00\xff garbage \r\n\r\n")
-            s.settimeout(5)
-            reply = b"".join(iter(lambda: s.recv(4096), b""))  # answered, then closed
-            assert b"400" in reply and b"Bad request" in reply
+        assert wait_until(lambda: http_get(f"http://127.0.0.1:{port}/nothing-here")[0] == 404, PROMPT_S)  # or 503 while busy
+        replies = []
+
+        def garbage() -> bool:  # garbage instead of HTTP; False while the last two requests' threads still hold both slots
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"\x00\xff garbage \r\n\r\n")
+                s.settimeout(5)
+                replies.append(b"".join(iter(lambda: s.recv(4096), b"")))  # answered, then closed
+            return not replies[-1].startswith(b"HTTP/1.0 503")  # a reply reaches the client before its slot is free
+
+        assert wait_until(garbage, PROMPT_S)
+        assert b"400" in replies[-1] and b"Bad request" in replies[-1]
     finally:
         t0 = time.monotonic()
         server.close()
