@@ -372,13 +372,12 @@ def enum_values(binder: Binder, headers: Dict[str, Dict[str, int]]) -> None:
         enum["values"] = values
 
 
-def surface(folder: Path) -> dict:
+def surface(folder: Path, origin: str = "") -> dict:
     version = folder.name
     binder = Binder()
-    for name in BINDING_FILES:
-        path = folder / name
-        if path.is_file():
-            binder.add_file(path.read_text(encoding="utf-8"))
+    present = [name for name in BINDING_FILES if (folder / name).is_file()]  # 11.0 dropped pyInt8.cpp (calibrators)
+    for name in present:
+        binder.add_file((folder / name).read_text(encoding="utf-8"))
     binder.resolve_bases()
     headers = header_enums([(folder / h).read_text(encoding="utf-8") for h in HEADERS if (folder / h).is_file()])
     enum_values(binder, headers)
@@ -396,7 +395,7 @@ def surface(folder: Path) -> dict:
     attributes = {k: v.replace("DataType::k", "DataType.") for k, v in sorted(binder.attributes.items())}
     return {
         "version": version,
-        "source": f"NVIDIA TensorRT {version} Python bindings ({', '.join(BINDING_FILES)}) and headers; see scripts/trt_surface.py",
+        "source": f"NVIDIA TensorRT {version} Python bindings ({', '.join(present)}) and headers{origin}; see scripts/trt_surface.py",
         "classes": classes,
         "enums": enums,
         "functions": dict(sorted(binder.functions.items())),
@@ -413,11 +412,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", type=Path, help="reference/tensorrt/VERSION")
     p.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    p.add_argument("--origin", default="", help="where the sources came from, when not ../shared/reference (a commit)")
     args = p.parse_args(argv)
     if not (args.folder / "pyCore.cpp").is_file():
         print(f"{args.folder}: no pyCore.cpp here; pass reference/tensorrt/VERSION", file=sys.stderr)
         return 2
-    text = render(surface(args.folder))
+    text = render(surface(args.folder, f" ({args.origin})" if args.origin else ""))
     if args.output:
         from edge.outputs import write_atomic
 

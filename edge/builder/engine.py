@@ -119,7 +119,7 @@ def parse(trt: Any, builder: Any, caps: trt_api.Capabilities, onnx_path: Path, s
     """The network definition from the ONNX file, or an EdgeError naming the node TensorRT could not import."""
     flags = 0
     if caps.explicit_batch_flag:  # TensorRT 8.x parses ONNX only into explicit-batch networks
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)  # trt-api: caps saw the member (gone in 11)
     if strongly_typed:  # only where caps.strongly_typed_flag saw the member
         flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)  # trt-api: plan() sets it from caps
     with warnings.catch_warnings():
@@ -577,7 +577,7 @@ def _calibration(
         say(
             f"calibration: {len(images)} images from {images_dir}, {feed.total_batches} batches of {feed.batch_size} ({cfg.calib.method})"
         )
-    config.int8_calibrator = make_calibrator(trt, cfg.calib.method, feed)
+    config.int8_calibrator = make_calibrator(trt, cfg.calib.method, feed)  # trt-api: plan() refused without caps.calibrators
     if hasattr(config, "set_calibration_profile"):
         config.set_calibration_profile(profile)
     return feed

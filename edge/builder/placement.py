@@ -243,7 +243,7 @@ class Placement:
             "dla_subgraphs_per_core_limit": SUBGRAPHS_PER_CORE,
             "transitions": transitions(self.layers),
             # layers TensorRT gives no precision (the DLA's signal/wait) say nothing of the engine's precisions
-            "precisions": sorted({layer.precision for layer in self.layers if layer.precision}),
+            "precisions": sorted({layer.precision for layer in self.layers if layer.precision}),  # trt-api: edge's Layer
         }
 
     def to_dict(self) -> Dict[str, Any]:
@@ -358,7 +358,8 @@ def render(placement: Placement, report: str = "the placement report", width: in
         name, kind = printable(layer.name), printable(layer.type)
         name = name if len(name) <= width else name[: width - 1] + "…"
         kind = kind if len(kind) <= 16 else kind[:15] + "…"
-        lines.append(f"{name:{width}} {kind:16} {layer.device:6} {layer.precision:9} {layer.reason or ''}".rstrip())
+        precision = layer.precision  # trt-api: edge's own Layer, not TensorRT's ILayer
+        lines.append(f"{name:{width}} {kind:16} {layer.device:6} {precision:9} {layer.reason or ''}".rstrip())
     crossings = "unknown" if s["transitions"] is None else s["transitions"]
     lines += [
         "",
