@@ -310,3 +310,62 @@ def test_a_gpu_build_takes_the_qdq_model_as_it_is_and_int8_with_qdq_on_the_dla_i
     )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--int8: demo.qdq.onnx has Q/DQ pairs, and a DLA build takes its INT8 scales from them" in err
+
+
+@pytest.fixture
+def release11(monkeypatch):
+    """TensorRT 11.1 (tests/trt_surfaces/11.1.0.json, from NVIDIA's open sources): no calibrators, no INT8/FP16
+    builder flags, strongly typed always; the DLA API is still bound. No JetPack for Orin ships it (JetPack 7.2.2's
+    11.4.1 has no open sources here), so these tests check the path edge takes on TensorRT 11, not a Jetson."""
+    try:
+        import tensorrt_rtx  # noqa: F401
+    except ImportError as exc:
+        require_or_skip(False, f"TensorRT-RTX is not installed (pip install tensorrt-rtx-cu13==1.7.1.116): {exc}")
+    from edge.builder import trt as trt_api
+
+    machine = Machine(dla_cores=2, gpu=False)
+    pycuda_standin.install(monkeypatch)
+    trt = make_tensorrt("11.1.0", machine)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    monkeypatch.setattr(trt_api, "_module", None)
+    monkeypatch.setattr(trt_api, "_logger", None)
+    return trt, machine
+
+
+def test_tensorrt_11_is_strongly_typed_without_calibrators(release11):
+    from edge.builder import trt as trt_api
+
+    trt, _ = release11
+    caps = trt_api.detect(trt, trt.Builder(trt_api.logger()))
+    assert caps.version == "11.1.0.106" and not caps.weakly_typed
+    assert not (caps.int8_flag or caps.fp16_flag or caps.calibrators or caps.minmax_calibrator or caps.explicit_batch_flag)
+    assert caps.strongly_typed_flag and caps.dla_api  # kSTRONGLY_TYPED is kept (ignored) in 11.x
+
+
+@pytest.mark.parametrize("dla", [[], ["--dla", "0"]], ids=["gpu", "dla"])
+def test_on_tensorrt_11_edges_qdq_model_builds_as_it_is_and_the_report_says_so(release11, edge_qdq, tmp_path, capsys, dla):
+    """No translation on TensorRT 11, on the GPU or the DLA (whose 11.4.1 takes strongly typed Q/DQ networks): the
+    pairs stay, nothing is calibrated and no builder flag is set."""
+    import json
+
+    from edge.builder.engine import report_path
+
+    trt, machine = release11
+    qdq, _ = edge_qdq
+    out = tmp_path / "m.engine"
+    assert edge_build(str(qdq), "-o", str(out), *dla) == 0, capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "strongly typed" in said.out and "Q/DQ pairs removed" not in said.out + said.err
+    assert json.loads(report_path(out).read_text())["int8"] == "explicit quantization: the Q/DQ model as it is"
+    assert not [c for c in machine.calls if c[0] == "calibration cache used"]
+
+
+@pytest.mark.parametrize("flag, said", [("--int8", "--int8: this TensorRT (tensorrt 11.1.0.106) is strongly typed"),
+                                        ("--fp16", "--fp16: this TensorRT (tensorrt 11.1.0.106) is strongly typed")])  # fmt: skip
+def test_on_tensorrt_11_precision_flags_are_one_line_and_exit_2(release11, demo_model, edge_qdq, tmp_path, capsys, flag, said):
+    write_cache(tmp_path / "c.cache", edge_qdq[1])  # scales at hand: the refusal is TensorRT 11's, not a missing cache
+    extra = ["--calib-cache", str(tmp_path / "c.cache")] if flag == "--int8" else []
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), flag, *extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert not (tmp_path / "m.engine").exists()

@@ -47,12 +47,12 @@ SURFACES = Path(__file__).with_name("trt_surfaces")
 VERSIONS = ("8.5.2", "8.6.1", "10.3.0")
 # The surface folder -> the __version__ the JetPack that ships it reports (JetPack 5.1.x: 8.5.2.2; JetPack 6.0:
 # 8.6.2.3, whose nearest open-source tag is v8.6.1; JetPack 6.1/6.2: 10.3.0.30).
-RELEASED = {"8.5.2": "8.5.2.2", "8.6.1": "8.6.2.3", "10.3.0": "10.3.0.30"}
+RELEASED = {"8.5.2": "8.5.2.2", "8.6.1": "8.6.2.3", "10.3.0": "10.3.0.30", "11.1.0": "11.1.0.106"}  # 11.1: its VERSION file
 # How a new execution context gets its optimisation profile (NvInferRuntime.h, createExecutionContext):
 # 8.5.2 "The first execution context created will call setOptimizationProfile(0) implicitly";
 # 8.6.1 "...if there are no other execution contexts assigned to optimization profile 0";
-# 10.3.0 "The newly created execution context will be assigned optimization profile 0".
-PROFILE_RULE = {"8.5.2": "first", "8.6.1": "if_free", "10.3.0": "always"}
+# 10.3.0 and 11.1.0 "The newly created execution context will be assigned optimization profile 0".
+PROFILE_RULE = {"8.5.2": "first", "8.6.1": "if_free", "10.3.0": "always", "11.1.0": "always"}
 # CalibrationAlgoType member -> the name TensorRT writes in the cache header.
 ALGORITHM_NAMES = {
     "ENTROPY_CALIBRATION_2": "EntropyCalibration2",
@@ -893,7 +893,7 @@ def _build(builder: Any, network: Any, config: Any) -> Any:
     dla = config.default_device_type == trt.DeviceType.DLA
     if dla and (m.dla_cores == 0 or not 0 <= config.DLA_core < m.dla_cores):
         return fail(f"stand-in: DLA core {config.DLA_core} requested, the machine has {m.dla_cores}")
-    if config.get_flag(trt.BuilderFlag.INT8) and config.int8_calibrator is not None:
+    if hasattr(trt.BuilderFlag, "INT8") and config.get_flag(trt.BuilderFlag.INT8) and config.int8_calibrator is not None:
         error = _drive_calibrator(builder, network, config)
         if error:
             return fail(error)
