@@ -27,16 +27,16 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   source .venv/bin/activate
 fi
-# --no-compile: pip byte-compiles every module it installs (torch alone: 30 of its 40 CPU s here); Python compiles
-# the few the tests import, once, on first import.
-python -m pip install -q --no-compile -e '.[cv,ort,dev,test]'
+# pip byte-compiles what it installs (torch: 30 of its 40 CPU s here). Skipping that costs far more where
+# PYTHONDONTWRITEBYTECODE is set (as in many containers, and on this VM): every process then compiles torch again.
+python -m pip install -q -e '.[cv,ort,dev,test]'
 # Ultralytics' own post-processing is the reference of tests/test_ultralytics.py (test-only, AGPL: run, never imported
 # by edge): a CPU torch (this kind of machine has its wheel on disk; elsewhere pip fetches PyPI's CUDA build), then
 # ultralytics without its declared dependencies (torchvision, polars, requests... are not on the tested paths).
 # EDGE_NO_TORCH=1 leaves them out (those tests then skip and say why; CI requires them).
 if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
-  python -m pip install -q --no-compile torch==2.13.0
-  python -m pip install -q --no-compile --no-deps ultralytics==8.4.190
+  python -m pip install -q torch==2.13.0
+  python -m pip install -q --no-deps ultralytics==8.4.190
 fi
 edge assets fetch demo
 # pytest-xdist, one worker per core and one more (tests take ports and folders of their own): some test files mostly
