@@ -23,9 +23,8 @@ from tests.conftest import require_or_skip, write_frames
 from tests.trt_standin import RELEASED, VERSIONS, Machine, make_tensorrt
 
 
-@pytest.fixture(params=VERSIONS)
-def release(request, monkeypatch):
-    """(version, stand-in tensorrt, its machine, stand-in pycuda.driver) with edge's TensorRT module reset."""
+def _install(version: str, monkeypatch) -> tuple:
+    """(stand-in tensorrt of ``version``, its machine, stand-in pycuda.driver) with edge's TensorRT module reset."""
     try:
         import tensorrt_rtx  # noqa: F401  (the parser behind the stand-in)
     except ImportError as exc:
@@ -34,11 +33,17 @@ def release(request, monkeypatch):
 
     machine = Machine(dla_cores=2, gpu=False)  # engines are not loaded back: no engine inspector here
     driver = pycuda_standin.install(monkeypatch)
-    trt = make_tensorrt(request.param, machine)
+    trt = make_tensorrt(version, machine)
     monkeypatch.setitem(sys.modules, "tensorrt", trt)
     monkeypatch.setattr(trt_api, "_module", None)
     monkeypatch.setattr(trt_api, "_logger", None)
-    return request.param, trt, machine, driver
+    return trt, machine, driver
+
+
+@pytest.fixture(params=VERSIONS)
+def release(request, monkeypatch):
+    """(version, stand-in tensorrt, its machine, stand-in pycuda.driver)."""
+    return (request.param, *_install(request.param, monkeypatch))
 
 
 def edge_build(*argv: str) -> int:
@@ -317,18 +322,7 @@ def release11(monkeypatch):
     """TensorRT 11.1 (tests/trt_surfaces/11.1.0.json, from NVIDIA's open sources): no calibrators, no INT8/FP16
     builder flags, strongly typed always; the DLA API is still bound. No JetPack for Orin ships it (JetPack 7.2.2's
     11.4.1 has no open sources here), so these tests check the path edge takes on TensorRT 11, not a Jetson."""
-    try:
-        import tensorrt_rtx  # noqa: F401
-    except ImportError as exc:
-        require_or_skip(False, f"TensorRT-RTX is not installed (pip install tensorrt-rtx-cu13==1.7.1.116): {exc}")
-    from edge.builder import trt as trt_api
-
-    machine = Machine(dla_cores=2, gpu=False)
-    pycuda_standin.install(monkeypatch)
-    trt = make_tensorrt("11.1.0", machine)
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
-    monkeypatch.setattr(trt_api, "_module", None)
-    monkeypatch.setattr(trt_api, "_logger", None)
+    trt, machine, _ = _install("11.1.0", monkeypatch)
     return trt, machine
 
 
