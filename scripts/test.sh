@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite, as CI runs it: installs what the tests need, fetches the demo assets, runs pytest.
+# The test suite, as CI runs it: installs what the tests need, fetches every asset the tests read, runs pytest.
 #   bash scripts/test.sh            # everything but the GPU tests (in .venv, made if missing)
 #   bash scripts/test.sh -k rtsp    # extra arguments go to pytest
 #   EDGE_NO_TORCH=1 bash scripts/test.sh   # without torch + ultralytics (the reference of tests/test_ultralytics.py)
@@ -38,7 +38,9 @@ if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
   python -m pip install -q torch==2.13.0
   python -m pip install -q --no-deps ultralytics==8.4.190
 fi
-edge assets fetch demo
+# Every asset the tests read, before they start: a test that checks a command's one-line error must not see a
+# first download's progress lines (three did on a machine with an empty cache).
+edge assets fetch all
 # pytest-xdist, one worker per core and one more (tests take ports and folders of their own): some test files mostly
 # wait on servers (MQTT, RTSP, signals), and the extra worker computes meanwhile. Each file stays on one worker
 # (--dist loadfile), so a module's fixtures are made once, not once per worker. On 2 cores: 3 workers 441 s, 2 workers
