@@ -189,3 +189,73 @@ def test_without_agreement_a_step_reads_no_check_image(tmp_path):
     assert (m.fidelity, check_frames.reads, m.labelled.top1) == ([], 0, 1.0)
     m = checker.measure(model)
     assert [f.name for f in m.fidelity] == ["scores"] and check_frames.reads == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    right=st.lists(st.booleans(), min_size=1, max_size=60),
+    threshold=st.integers(min_value=0, max_value=61),
+    fixed=st.sampled_from([None, 4]),
+)
+def test_two_runs_at_once_give_the_one_at_a_time_answer(sess, right, threshold, fixed):
+    """Batches run two at a time score the same images in the same order; a stopped pass reads at most the one
+    batch that was running when the answer became certain."""
+    total = len(right) - len(right) % fixed if fixed else len(right)
+    meets = lambda t: t.top1 * max(total, 1) >= threshold - 1e-9  # noqa: E731
+    images, _ = labelled(right)
+    one = top_k(sess, images, BATCH, fixed, meets)
+    images, frames = labelled(right)
+    two = top_k(sess, images, BATCH, fixed, meets, callers=2)
+
+    def seen(t: TopK) -> tuple:
+        return t.images, t.top1, t.top5, t.scored, None if t.hits is None else t.hits.tolist()
+
+    assert seen(two) == seen(one)
+    assert frames.reads <= (two.scored or total) + (fixed or BATCH)
+
+
+def test_runs_at_once_come_back_in_order_and_a_stop_leaves_no_thread(sess):
+    import threading
+
+    from edge.calib.check import ahead
+
+    batches = [np.full((2, 3, 4, 4), k, np.float32) for k in range(7)]
+    got = [(item[1], float(out[0][0, 0])) for item, out in ahead(sess, None, ((b, k) for k, b in enumerate(batches)), 3)]
+    assert got == [(k, float(k)) for k in range(7)]  # the mean of a constant batch is its value
+    threads = threading.active_count()
+    for (_, k), _ in ahead(sess, None, ((b, k) for k, b in enumerate(batches)), 2):
+        if k == 2:
+            break  # the caller stops: the generator is closed here, its pool joined
+    assert threading.active_count() == threads
+
+
+@pytest.mark.parametrize(
+    "threads, cores, want", [(1, 8, (1, 1)), (2, 8, (2, 1)), (3, 8, (2, 1)), (8, 2, (2, 4)), (0, 2, (2, 1)), (0, 1, (1, 1))]
+)
+def test_the_cores_are_split_into_runs_at_once(monkeypatch, threads, cores, want):
+    """Two runs at once from two cores up, each with an equal share of the cores (0: all of this machine's)."""
+    import edge.calib.check as check
+
+    monkeypatch.setattr(check, "cores", lambda: cores)
+    assert check.split(threads) == want
+
+
+def test_the_images_fp32_got_wrong_come_right_after_those_before_got_wrong(sess, tmp_path):
+    """FP32 gets images 90..99 wrong; the k = 0 check (given here) got 0..9 wrong. A candidate that misses 95 of 100
+    the way FP32 does is certain after 0..9 (right) and six of 90..99: two batches, not the 96 images the set's own
+    order after 0..9 would need. Once a complete pass got 90..99 wrong, they go first: one batch."""
+    right = [True] * 90 + [False] * 10
+    model = channel_mean_model(tmp_path / "m.onnx")
+    images, frames = labelled(right)
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", images.head(1), images, threads=1)
+    before = TopK(100, 0.9, 1.0, np.array([False] * 10 + [True] * 90))
+    checker.wrong_first(before)
+    meets = lambda m: m.labelled.top1 >= 0.95  # noqa: E731
+    frames.reads = 0
+    assert not meets(checker.measure(model, meets=meets))
+    assert frames.reads == 1 + 2 * BATCH  # one read is the agreement image
+    met = checker.measure(model, meets=lambda m: m.labelled.top1 >= 0.85)
+    assert met.labelled.complete and met.labelled.top1 == 0.9
+    frames.reads = 0
+    assert not meets(checker.measure(model, meets=meets))
+    assert frames.reads == 1 + BATCH

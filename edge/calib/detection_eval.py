@@ -20,7 +20,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -182,22 +182,27 @@ def evaluate(dset: DetectionSet, predictions: List[List[Any]]) -> DetectionScore
     return DetectionScore(len(predictions), float(max(ev.stats[1], 0.0)), float(max(ev.stats[0], 0.0)))
 
 
-def predict(sess: Any, dset: DetectionSet, spec: Any, decoder: Any, fixed: Optional[int] = None) -> List[List[Any]]:
-    """Detections in each image's own pixels, one image at a time, as edge-run would report them."""
+def predict(
+    sess: Any, dset: DetectionSet, spec: Any, decoder: Any, fixed: Optional[int] = None, callers: int = 1
+) -> List[List[Any]]:
+    """Detections in each image's own pixels, one image at a time, as edge-run would report them (``callers``
+    images run at once, see ``check.ahead``)."""
+    from edge.calib.check import ahead
     from edge.runtime.engines.preprocess import Preprocessor
     from edge.runtime.sources import read_image
 
     pre = Preprocessor(spec)
-    name = sess.get_inputs()[0].name
     outputs = [o.name for o in sess.get_outputs()]
+
+    def tensors() -> Iterator[Tuple[np.ndarray, Any]]:
+        for f in dset.files:
+            frame = read_image(f)
+            if frame is None:
+                raise EdgeError(f"--eval: image '{f}' cannot be decoded; remove it or convert it to PNG/JPEG")
+            tensor, tf = pre(frame)
+            yield (np.repeat(tensor, fixed, axis=0) if fixed and fixed > 1 else tensor), tf
+
     out: List[List[Any]] = []
-    for f in dset.files:
-        frame = read_image(f)
-        if frame is None:
-            raise EdgeError(f"--eval: image '{f}' cannot be decoded; remove it or convert it to PNG/JPEG")
-        tensor, tf = pre(frame)
-        if fixed and fixed > 1:
-            tensor = np.repeat(tensor, fixed, axis=0)
-        values = dict(zip(outputs, sess.run(outputs, {name: tensor})))
-        out.append(decoder({k: v[:1] for k, v in values.items()}, tf).detections)
+    for (_, tf), values in ahead(sess, outputs, tensors(), callers):
+        out.append(decoder({k: v[:1] for k, v in zip(outputs, values)}, tf).detections)
     return out
