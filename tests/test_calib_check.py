@@ -220,10 +220,10 @@ def test_runs_at_once_come_back_in_order_and_a_stop_leaves_no_thread(sess):
     from edge.calib.check import ahead
 
     batches = [np.full((2, 3, 4, 4), k, np.float32) for k in range(7)]
-    got = [(item[1], float(out[0][0, 0])) for item, out in ahead(sess, None, ((b, k) for k, b in enumerate(batches)), 3)]
+    got = [(item[1], float(out[0][0, 0])) for item, out in ahead(sess, ((b, k) for k, b in enumerate(batches)), 3)]
     assert got == [(k, float(k)) for k in range(7)]  # the mean of a constant batch is its value
     threads = threading.active_count()
-    for (_, k), _ in ahead(sess, None, ((b, k) for k, b in enumerate(batches)), 2):
+    for (_, k), _ in ahead(sess, ((b, k) for k, b in enumerate(batches)), 2):
         if k == 2:
             break  # the caller stops: the generator is closed here, its pool joined
     assert threading.active_count() == threads
@@ -259,3 +259,14 @@ def test_the_images_fp32_got_wrong_come_right_after_those_before_got_wrong(sess,
     frames.reads = 0
     assert not meets(checker.measure(model, meets=meets))
     assert frames.reads == 1 + BATCH
+
+
+def test_top5_counts_a_label_among_the_five_highest_scores_only(sess):
+    """Seven classes: the model's three channel means and four scores below them (-1 ... -4). Green is first,
+    red (2) third, class 6 (score -4) seventh: top-1 counts the greens, top-5 the greens and reds, not class 6."""
+    labels = np.array([GREEN] * 5 + [2] * 3 + [6] * 4)
+    images, _ = labelled([True] * len(labels))
+    images.labels = labels
+    images.scores = lambda out: np.concatenate([out, -np.arange(1, 5, dtype=out.dtype) + 0 * out[:, :1]], axis=1)
+    t = top_k(sess, images, BATCH, None)
+    assert (t.top1, t.top5) == (5 / 12, 8 / 12)

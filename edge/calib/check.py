@@ -33,9 +33,7 @@ def split(threads: int) -> Tuple[int, int]:
     return callers, total // callers
 
 
-def ahead(
-    sess: Any, outputs: Optional[List[str]], items: Iterable[Item], callers: int
-) -> Iterator[Tuple[Item, List[np.ndarray]]]:
+def ahead(sess: Any, items: Iterable[Item], callers: int) -> Iterator[Tuple[Item, List[np.ndarray]]]:
     """Each item (its first element an input batch) with the session's outputs on it, in the items' order, with up
     to ``callers`` runs of the one session going at once (ONNX Runtime takes concurrent runs). A caller that stops
     early leaves at most ``callers - 1`` runs to finish; a stop signal still reaches the main thread, which waits
@@ -43,7 +41,7 @@ def ahead(
     name = sess.get_inputs()[0].name
     if callers < 2:
         for item in items:
-            yield item, sess.run(outputs, {name: item[0]})
+            yield item, sess.run(None, {name: item[0]})
         return
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -51,7 +49,7 @@ def ahead(
     pending: Deque[Tuple[Item, Future[List[np.ndarray]]]] = deque()
     try:
         for item in items:
-            pending.append((item, pool.submit(sess.run, outputs, {name: item[0]})))
+            pending.append((item, pool.submit(sess.run, None, {name: item[0]})))
             if len(pending) == callers:
                 first, run = pending.popleft()
                 yield first, run.result()
@@ -135,7 +133,7 @@ def top_k(
 
     if meets is not None and total and (bound := missed()):
         return bound
-    for (inputs,), outputs in ahead(sess, None, ((b,) for b in _batches(images, batch, fixed)), callers):
+    for (inputs,), outputs in ahead(sess, ((b,) for b in _batches(images, batch, fixed)), callers):
         scores = images.scores(outputs[0])
         labels = images.labels[done : done + len(inputs)]
         k = min(5, scores.shape[1])
@@ -225,7 +223,7 @@ class Checker:
                 done += len(inputs)
             return
         batches = ((b,) for b in _batches(self.images, BATCH, self.fixed))
-        for (inputs,), values in ahead(self.fp32, self.outputs, batches, self.callers):
+        for (inputs,), values in ahead(self.fp32, batches, self.callers):
             out = dict(zip(self.outputs, values))
             filling.add(out, len(inputs))
             yield inputs, out, None
@@ -247,7 +245,7 @@ class Checker:
         result = Measurement()
         if agreement:
             meter = self._meter()
-            for (_, ref, kept), values in ahead(sess, self.outputs, self._reference(), self.callers):
+            for (_, ref, kept), values in ahead(sess, self._reference(), self.callers):
                 meter.update(ref, dict(zip(self.outputs, values)), kept)
             result.fidelity = meter.summary()
         if labelled and self.labelled is not None:

@@ -203,6 +203,6 @@ def predict(
             yield (np.repeat(tensor, fixed, axis=0) if fixed and fixed > 1 else tensor), tf
 
     out: List[List[Any]] = []
-    for (_, tf), values in ahead(sess, outputs, tensors(), callers):
+    for (_, tf), values in ahead(sess, tensors(), callers):
         out.append(decoder({k: v[:1] for k, v in zip(outputs, values)}, tf).detections)
     return out
