@@ -262,11 +262,14 @@ def test_the_images_fp32_got_wrong_come_right_after_those_before_got_wrong(sess,
 
 
 def test_top5_counts_a_label_among_the_five_highest_scores_only(sess):
-    """Seven classes: the model's three channel means and four scores below them (-1 ... -4). Green is first,
-    red (2) third, class 6 (score -4) seventh: top-1 counts the greens, top-5 the greens and reds, not class 6."""
-    labels = np.array([GREEN] * 5 + [2] * 3 + [6] * 4)
+    """Seven classes: the model's three channel means and four scores below them (-1 ... -4). Green is first, red
+    (2) second or third, class 4 (score -2) fifth, class 5 sixth, class 6 seventh: top-1 counts the greens, top-5
+    the greens, reds and class 4s. A set of one image scores 0 or 1."""
+    labels = np.array([GREEN] * 5 + [2] * 3 + [4] * 2 + [5] * 3 + [6] * 4)
     images, _ = labelled([True] * len(labels))
     images.labels = labels
     images.scores = lambda out: np.concatenate([out, -np.arange(1, 5, dtype=out.dtype) + 0 * out[:, :1]], axis=1)
     t = top_k(sess, images, BATCH, None)
-    assert (t.top1, t.top5) == (5 / 12, 8 / 12)
+    assert (t.top1, t.top5) == (5 / 17, 10 / 17)
+    one = top_k(sess, images.head(1), BATCH, None)
+    assert (one.images, one.top1, one.top5) == (1, 1.0, 1.0)

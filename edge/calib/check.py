@@ -174,8 +174,8 @@ class Checker:
         self._kept = reference
         self.fp32_labelled = self.score(self.fp32, labelled) if labelled is not None else None
         self._order: Optional[ImageSet] = None  # the labelled set with the images INT8 got wrong first
-        self._perm = np.zeros(0, np.int64)  # its order: the labelled set's index of each image scored
-        self._wrong: List[np.ndarray] = []  # per image of the labelled set: wrong in FP32, at k = 0, in the latest pass
+        self._perm: np.ndarray  # its order: the labelled set's index of each image scored
+        self._wrong: List[np.ndarray] = []  # per image of the labelled set: wrong in FP32, at k = 0, in each later pass
 
     def score(self, sess: Any, labelled: Any) -> Any:
         """Top-1/top-5 of a classifier, or mAP of a detector on a labelled detection set."""
@@ -199,7 +199,7 @@ class Checker:
         return wrong
 
     def _reorder(self) -> None:
-        # a stable sort: wrong in the latest pass, then at k = 0, then in FP32 (hard images), then the set's order
+        # a stable sort: wrong in the latest pass, then the passes before it, k = 0, FP32 (hard images), the set's order
         self._perm = np.lexsort([np.arange(self.labelled.count), *(~w for w in self._wrong)])
         self._order = self.labelled.reordered(self._perm)
 
@@ -215,13 +215,13 @@ class Checker:
         statistics pass's, or the first FP32 pass of this check's own when it fits in ``budget_bytes``), else from
         FP32 run again."""
         kept = self._kept
-        filling = None if kept is not None else Reference(self._meter(), self.images.count, self.budget_bytes)
         done = 0
         if kept is not None:
             for inputs in _batches(self.images, BATCH, self.fixed):
                 yield (inputs, *kept.batch(done, done + len(inputs)))
                 done += len(inputs)
             return
+        filling = Reference(self._meter(), self.images.count, self.budget_bytes)
         batches = ((b,) for b in _batches(self.images, BATCH, self.fixed))
         for (inputs,), values in ahead(self.fp32, batches, self.callers):
             out = dict(zip(self.outputs, values))
@@ -259,7 +259,7 @@ class Checker:
                     self.callers,
                 )
                 if self._order is not None and result.labelled.complete:
-                    self._wrong[2:] = [self._in_set_order(result.labelled.hits)]
+                    self._wrong.append(self._in_set_order(result.labelled.hits))
                     self._reorder()
             else:
                 result.labelled = self.score(sess, self.labelled)
