@@ -65,6 +65,14 @@ def labelled(right: list) -> tuple:
     return ImageSet("hits", SPEC, frames, len(right), labels, lambda out: out), frames
 
 
+# which images a model gets right, a budget (images right), and a fixed batch or none
+PATTERNS = dict(
+    right=st.lists(st.booleans(), min_size=1, max_size=60),
+    threshold=st.integers(min_value=0, max_value=61),
+    fixed=st.sampled_from([None, 4]),
+)
+
+
 def test_without_a_test_every_image_is_scored_and_counted(sess):
     images, frames = labelled([True] * 13 + [False] * 7)
     t = top_k(sess, images, BATCH, None)
@@ -74,11 +82,7 @@ def test_without_a_test_every_image_is_scored_and_counted(sess):
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    right=st.lists(st.booleans(), min_size=1, max_size=60),
-    threshold=st.integers(min_value=0, max_value=61),
-    fixed=st.sampled_from([None, 4]),
-)
+@given(**PATTERNS)
 def test_a_stopped_pass_gives_the_full_passs_answer(sess, right, threshold, fixed):
     """Budget: at least ``threshold`` images right. The answer from the stopped pass is the full pass's, whatever
     the pattern; a fixed batch of 4 scores only whole batches (the short last one is left out either way)."""
@@ -192,11 +196,7 @@ def test_without_agreement_a_step_reads_no_check_image(tmp_path):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    right=st.lists(st.booleans(), min_size=1, max_size=60),
-    threshold=st.integers(min_value=0, max_value=61),
-    fixed=st.sampled_from([None, 4]),
-)
+@given(**PATTERNS)
 def test_two_runs_at_once_give_the_one_at_a_time_answer(sess, right, threshold, fixed):
     """Batches run two at a time score the same images in the same order; a stopped pass reads at most the one
     batch that was running when the answer became certain."""
