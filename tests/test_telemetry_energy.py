@@ -78,3 +78,22 @@ def test_guards_short_window_partial_cover_and_no_power():
     out = energy_summary(bare, [(0.0, 0.4)])
     assert out["energy_j"] is None and out["power_w"] == {"mean": None, "max": None}
     assert out["warnings"] == ["no power readings: energy not computed"]
+
+
+def test_a_window_between_two_readings_takes_each_rails_value_at_its_edges():
+    """Readings at 0 s (GPU 1000 mW, CPU 500 mW) and 1 s (GPU 3000 mW, CPU 500 mW); ten frames inside [0.25, 0.5]
+    s, where no reading falls (tegrastats reads once a second; a short run fits between two). By hand: GPU 1500 and
+    2000 mW at the edges, 1.75 W; CPU 0.5 W; the total 2.0 and 2.5 W at the edges, 2.25 W. A rail read only outside a
+    window that holds readings of others takes its edge values too (here VDD_SOC, read once at 1 s: 0.9 W)."""
+    a, b = _samples([(0.0, 1500.0), (1.0, 3500.0)])
+    a.power_mw, b.power_mw = {"VDD_GPU": 1000.0, "VDD_CPU": 500.0}, {"VDD_GPU": 3000.0, "VDD_CPU": 500.0}
+    frames = [(0.25 + 0.025 * i, 0.275 + 0.025 * i) for i in range(10)]
+    out = energy_summary([a, b], frames)
+    assert out["samples"] == 0
+    assert out["rails_w_mean"] == {"VDD_CPU": 0.5, "VDD_GPU": 1.75}
+    assert out["power_w"] == {"mean": pytest.approx(2.25), "max": pytest.approx(2.5)}
+    c = _samples([(0.5, 2000.0)])[0]
+    c.power_mw = {"VDD_GPU": 2000.0}
+    b.power_mw = {**b.power_mw, "VDD_SOC": 900.0}
+    out = energy_summary([a, c, b], [(0.4, 0.6)])
+    assert out["rails_w_mean"] == {"VDD_CPU": 0.5, "VDD_GPU": 2.0, "VDD_SOC": 0.9}

@@ -120,9 +120,7 @@ def energy_summary(
     # the sampling period holds no sample at all, and its mean then comes from the edges alone).
     curve = [s.total_mw for s in window if s.total_mw is not None] + [value_at(ts, ps, t0), value_at(ts, ps, t1)]
     summary["power_w"] = {"mean": energy_mj / (t1 - t0) / 1000.0, "max": max(curve) / 1000.0}
-    rails = sorted({name for s in window for name in s.power_mw})
-    # every rail here has at least one reading in the window, so its mean is not None
-    summary["rails_w_mean"] = {r: _mean(s.power_mw.get(r) for s in window) / 1000.0 for r in rails}
+    summary["rails_w_mean"] = _rails_mean_w(samples, window, t0, t1)
     summary["energy_j"] = energy_mj / 1000.0
     if frame_intervals:
         summary["energy_mj_per_frame"] = energy_mj / len(frame_intervals)
@@ -140,6 +138,20 @@ def energy_summary(
         if t1 - t0 < MIN_PERIODS * period:
             warnings.append(f"window {t1 - t0:.3f} s is shorter than {MIN_PERIODS} sample periods ({period:.3f} s)")
     return summary
+
+
+def _rails_mean_w(samples: Sequence[Sample], window: Sequence[Sample], t0: float, t1: float) -> Dict[str, float]:
+    """Each rail's mean over the window in W: its readings inside, or, for a window shorter than the sampling period
+    (no reading inside), its interpolated values at the two edges, as the power's max above."""
+    out = {}
+    for rail in sorted({name for s in samples for name in s.power_mw}):
+        inside = [s.power_mw[rail] for s in window if rail in s.power_mw]
+        if not inside:
+            pairs = sorted((s.t_mono, s.power_mw[rail]) for s in samples if rail in s.power_mw)
+            ts, vs = [t for t, _ in pairs], [v for _, v in pairs]
+            inside = [value_at(ts, vs, t0), value_at(ts, vs, t1)]
+        out[rail] = sum(inside) / len(inside) / 1000.0
+    return out
 
 
 def _mean(values: Any) -> Optional[float]:
