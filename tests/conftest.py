@@ -57,6 +57,19 @@ def pytest_collection_modifyitems(items: list) -> None:
 PROMPT_S = 20.0
 
 
+@pytest.fixture(autouse=True)
+def _drop_cli_log_handler():
+    """A CLI called in this process (edge.errors.setup_logging) leaves a root handler on the stderr pytest captured for
+    that test; a later test's thread logging through it wrote "Logging error ... I/O operation on closed file"."""
+    yield
+    import logging
+
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_edge", False):
+            root.removeHandler(h)
+
+
 def require_or_skip(ok: bool, reason: str) -> None:
     """Skip when a real server or tool is missing, except in CI (EDGE_REQUIRE_SERVERS=1), where that is a failure."""
     if ok:
