@@ -141,6 +141,25 @@ def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_pa
     assert next(n for n in model.graph.node if n.name == "fc").input[0].endswith("_dequantized")
 
 
+def test_a_cache_for_model_optimizer_holds_the_same_activation_scales_and_no_constant(tiny, tmp_path, capsys):
+    # Model Optimizer 0.47 put the MatMul weight's single cache scale on that weight's per-channel pair, and ONNX
+    # Runtime refused the model it wrote (docs/edge-calib.md); TensorRT's own calibrator writes the entry.
+    from edge.calib.cache import read_cache
+
+    for target in ("tensorrt", "modelopt"):
+        (tmp_path / target).mkdir()
+        status, out, err = run(capsys, *base(tiny, tmp_path / target), "--cache-for", target)
+        assert status == 0, err
+    full, slim = (read_cache(tmp_path / t / "t.cache").scales for t in ("tensorrt", "modelopt"))
+    weights = {i.name for i in onnx.load(str(tiny / "tiny.onnx")).graph.initializer}
+    assert "w3" in full  # the MatMul's weight: a constant layer in TensorRT, with its range max|w3| / 127
+    w3 = onnx.numpy_helper.to_array(next(i for i in onnx.load(str(tiny / "tiny.onnx")).graph.initializer if i.name == "w3"))
+    assert full["w3"] == pytest.approx(float(np.abs(w3).max()) / 127, rel=1e-6)
+    assert not weights & set(slim) and slim == {n: v for n, v in full.items() if n not in weights}
+    assert {"x", "c1", "r1", "c2", "r2", "g", "f", "logits"} <= set(slim)
+    assert "stored weights left out, for Model Optimizer" in out
+
+
 def test_a_header_the_dla_cannot_read_is_not_followed_by_a_dla_hint(tiny, tmp_path, capsys):
     status, out, err = run(capsys, *base(tiny, tmp_path), "--cache-algorithm", "MinMaxCalibration")
     assert status == 0, err

@@ -187,6 +187,7 @@ def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch, caplog):
     cams = [lane(f"cam{i}", Counter(10**6, live=True, period=0.01)) for i in range(2)]
     pool = Pool(cams, [Engine("gpu", sleeper(0.002), "x"), Engine("dla0", sleeper(lambda: slow[0]), "x")])
     pool.measure({"x": np.zeros(1, np.float32)})
+    t0 = time.monotonic()
     pool.start()
     on_dla = [m.source for _, m in pool.moves if m.new == "dla0"]
     assert len(on_dla) == 1, pool.moves  # equally fast at the start: one source on each engine
@@ -195,8 +196,9 @@ def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch, caplog):
     assert _until(lambda: any(m.old == "dla0" for _, m in pool.moves), 30), pool.moves
     pool.stop()
     assert pool.wait(30)
-    first = next(m for _, m in pool.moves if m.old == "dla0")
-    assert (first.source, first.new) == (on_dla[0], "gpu") and first.reason.startswith("dla0 behind"), first
+    first = next(m for m in pool.summary()["moves"] if m["from"] == "dla0")
+    assert (first["source"], first["to"]) == (on_dla[0], "gpu") and first["why"].startswith("dla0 behind"), first
+    assert t0 <= first["t"] <= time.monotonic() + 1e-3  # when it moved, on the pool's clock
     logged = [r.getMessage() for r in caplog.records]
     assert f"source {on_dla[0]} -> dla0 (start: dla0 " in " ".join(logged), logged
     assert any(m.startswith(f"source {on_dla[0]} moved dla0 -> gpu (dla0 behind: pool ") for m in logged), logged

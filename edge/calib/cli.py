@@ -70,6 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with it (default EntropyCalibration2, the one the DLA needs)",
     )
     parser.add_argument(
+        "--cache-for",
+        choices=["tensorrt", "modelopt"],
+        default="tensorrt",
+        help="tensorrt: every scale TensorRT's own calibrator writes, constants included (default); modelopt: the "
+        "scales without the stored weights, for Model Optimizer's --calibration_cache_path, which computes those itself and "
+        "breaks a MatMul whose weight has an entry (edge-build fits them back either way)",
+    )
+    parser.add_argument(
         "--qdq",
         type=argtypes.output_file,
         metavar="OUT.onnx",
@@ -551,8 +559,16 @@ def main(args: argparse.Namespace) -> int:
     # Every file is complete in its temp before any replaces an old one: a full disk, a file-size limit or a kill
     # while the Q/DQ model is written leaves the earlier cache, sidecar and Q/DQ model as a set.
     staged = [Staged(cache_path), Staged(side_path)] + ([Staged(args.qdq)] if args.qdq else [])
+    written = cache
+    if args.cache_for == "modelopt":
+        # Only the weights the file stores: a constant computed from one (a reshape of it) stays, which Model
+        # Optimizer 0.47 needs (without its line it looked for it among the initializers and stopped).
+        stored = {i.name for i in model.graph.initializer} | {
+            o for n in model.graph.node if n.op_type == "Constant" for o in n.output
+        }
+        written = CalibrationCache(cache.trt_version, cache.algorithm, {n: v for n, v in cache.scales.items() if n not in stored})
     try:
-        staged[0].write(cache.to_bytes())
+        staged[0].write(written.to_bytes())
         staged[1].write(Sidecar(kept_layers, info).to_json().encode())
         if args.qdq:
             # the whole cache and the FP16 list travel in the Q/DQ model: a DLA build before TensorRT 11 takes them
@@ -577,8 +593,9 @@ def main(args: argparse.Namespace) -> int:
         f"time: load {t_load:.1f} s, "
         + (f"statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), " if translated is None else "")
         + f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
-        f"cache: {cache_path} ({cache.header}, {len(cache.scales)} tensors; scales from {method}) + {side_path.name} "
-        f"({len(kept_layers)} layer(s) in FP16)",
+        f"cache: {cache_path} ({written.header}, {len(written.scales)} tensors; scales from {method}"
+        + ("; stored weights left out, for Model Optimizer" if written is not cache else "")
+        + f") + {side_path.name} ({len(kept_layers)} layer(s) in FP16)",
     ]
     if args.cache_algorithm != "EntropyCalibration2":
         lines.append("note: the DLA reads only EntropyCalibration2 caches; keep the default header for DLA builds")
