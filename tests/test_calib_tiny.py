@@ -160,6 +160,42 @@ def test_a_cache_for_model_optimizer_holds_the_same_activation_scales_and_no_con
     assert "stored weights left out, for Model Optimizer" in out
 
 
+def test_a_cache_for_model_optimizer_keeps_a_weight_that_a_reshape_computes(tmp_path, capsys):
+    # A MatMul whose weight is Reshape(stored weight), as paddle2onnx exports write them: Model Optimizer 0.47 stopped
+    # ("not found in graph initializers") when the reshape's line was left out as well.
+    h, nh = onnx.helper, onnx.numpy_helper
+    flat = nh.from_array(np.linspace(-1, 1, 9, dtype=np.float32), "w_flat")
+    shape = nh.from_array(np.array([3, 3], np.int64), "shape33")
+    nodes = [
+        h.make_node("GlobalAveragePool", ["x"], ["g"]),
+        h.make_node("Flatten", ["g"], ["f"]),
+        h.make_node("Constant", [], ["w_const"], value=nh.from_array(np.full((3, 3), 0.5, np.float32))),
+        h.make_node("Reshape", ["w_flat", "shape33"], ["w33"]),
+        h.make_node("MatMul", ["f", "w33"], ["m1"]),
+        h.make_node("MatMul", ["m1", "w_const"], ["y"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "reshaped",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3])],
+        [flat, shape],
+    )
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(tmp_path / "r.onnx"))
+    write_images(tmp_path / "calib", 4, 3)
+    from edge.calib.cache import read_cache
+
+    common = [str(tmp_path / "r.onnx"), "--images", str(tmp_path / "calib"), *SIZE]
+    status, out, err = run(capsys, *common, "--cache", str(tmp_path / "full.cache"))
+    assert status == 0, err
+    status, out, err = run(capsys, *common, "--cache", str(tmp_path / "mo.cache"), "--cache-for", "modelopt")
+    assert status == 0, err
+    full, slim = read_cache(tmp_path / "full.cache").scales, read_cache(tmp_path / "mo.cache").scales
+    assert {"w33", "w_const"} <= set(full) and full["w_const"] == pytest.approx(0.5 / 127, rel=1e-6)
+    assert set(full) - set(slim) == {"w_const"}  # the Constant node's tensor goes; the reshape's stays
+    assert slim["w33"] == pytest.approx(1 / 127, rel=1e-6)  # max |linspace(-1, 1)| / 127
+
+
 def test_a_header_the_dla_cannot_read_is_not_followed_by_a_dla_hint(tiny, tmp_path, capsys):
     status, out, err = run(capsys, *base(tiny, tmp_path), "--cache-algorithm", "MinMaxCalibration")
     assert status == 0, err
