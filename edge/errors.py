@@ -88,14 +88,20 @@ def _drop_stdout() -> None:
         pass
 
 
-def setup_logging(prog: str, level: Optional[str] = None) -> None:
-    """One stderr handler for the process: ``prog: LEVEL name: message``, redacted."""
-    from edge.redact import RedactingFormatter
-
+def drop_log_handler() -> None:
+    """Remove the stderr handler ``setup_logging`` added (a CLI called twice in one process, or by a test)."""
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, "_edge", False):
             root.removeHandler(h)
+
+
+def setup_logging(prog: str, level: Optional[str] = None) -> None:
+    """One stderr handler for the process: ``prog: LEVEL name: message``, redacted."""
+    from edge.redact import RedactingFormatter
+
+    drop_log_handler()
+    root = logging.getLogger()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(RedactingFormatter(f"{prog}: %(levelname)s %(name)s: %(message)s"))
     handler._edge = True  # type: ignore[attr-defined]

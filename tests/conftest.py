@@ -62,12 +62,9 @@ def _drop_cli_log_handler():
     """A CLI called in this process (edge.errors.setup_logging) leaves a root handler on the stderr pytest captured for
     that test; a later test's thread logging through it wrote "Logging error ... I/O operation on closed file"."""
     yield
-    import logging
+    from edge.errors import drop_log_handler
 
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        if getattr(h, "_edge", False):
-            root.removeHandler(h)
+    drop_log_handler()
 
 
 def require_or_skip(ok: bool, reason: str) -> None:

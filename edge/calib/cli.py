@@ -303,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
     from edge.calib.cache import CalibrationCache, version_tag
     from edge.calib.check import Checker, Measurement, TopK
     from edge.calib.sidecar import Sidecar, sidecar_path
-    from edge.graph.model import load_model, model_inputs, prepare
+    from edge.graph.model import load_model, model_inputs, prepare, stored_constants
     from edge.graph.qdq_translate import embed, has_qdq, translate
     from edge.manifest import sha256_file
     from edge.outputs import Staged, check_outputs, commit_together, hold
@@ -563,9 +563,7 @@ def main(args: argparse.Namespace) -> int:
     if args.cache_for == "modelopt":
         # Only the weights the file stores: a constant computed from one (a reshape of it) stays, which Model
         # Optimizer 0.47 needs (without its line it looked for it among the initializers and stopped).
-        stored = {i.name for i in model.graph.initializer} | {
-            o for n in model.graph.node if n.op_type == "Constant" for o in n.output
-        }
+        stored = stored_constants(model)
         written = CalibrationCache(cache.trt_version, cache.algorithm, {n: v for n, v in cache.scales.items() if n not in stored})
     try:
         staged[0].write(written.to_bytes())

@@ -290,6 +290,17 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
+def stored_constants(model: Any) -> Dict[str, np.ndarray]:
+    """The weights the file stores, by tensor name: its initializers and its Constant nodes' tensors (not what is
+    computed from them)."""
+    numpy_helper = require("onnx").numpy_helper
+    values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return values
+
+
 def model_inputs(model: Any) -> List[Any]:
     """The real inputs (old exports also list initializers as graph inputs)."""
     inits = {i.name for i in model.graph.initializer}

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from edge.errors import EdgeError
+from edge.graph.model import stored_constants
 from edge.lazy import require
 
 SCALES_KEY = "edge.int8_scales"  # metadata: JSON {tensor: scale}, the calibration cache edge calib wrote
@@ -91,15 +92,6 @@ def has_qdq(model: Any) -> bool:
     return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
 
 
-def _constants(model: Any) -> Dict[str, np.ndarray]:
-    numpy_helper = require("onnx").numpy_helper
-    values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    return values
-
-
 def _layer(node: Any) -> str:
     return node.name or f"node_of_{node.output[0]}"
 
@@ -111,7 +103,7 @@ def translate(model: Any, dla_unary_scales: bool = True) -> Translated:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
-    consts = _constants(out)
+    consts = stored_constants(out)
     producer = {o: n for n in g.node for o in n.output}
     scales: Dict[str, float] = {}
     replace: Dict[str, str] = {}  # a DequantizeLinear output -> the tensor its pair quantizes
