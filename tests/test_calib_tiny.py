@@ -196,6 +196,27 @@ def test_a_cache_for_model_optimizer_keeps_a_weight_that_a_reshape_computes(tmp_
     assert slim["w33"] == pytest.approx(1 / 127, rel=1e-6)  # max |linspace(-1, 1)| / 127
 
 
+def test_a_model_without_weights_gets_the_same_cache_for_either_reader(tmp_path, capsys):
+    h = onnx.helper
+    nodes = [h.make_node("GlobalAveragePool", ["x"], ["g"]), h.make_node("Flatten", ["g"], ["y"])]
+    graph = h.make_graph(
+        nodes,
+        "no_weights",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3])],
+    )
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(tmp_path / "w0.onnx"))
+    write_images(tmp_path / "calib", 3, 4)
+    from edge.calib.cache import read_cache
+
+    for target in ("tensorrt", "modelopt"):
+        args = [str(tmp_path / "w0.onnx"), "--images", str(tmp_path / "calib"), *SIZE, "--cache-for", target]
+        status, out, err = run(capsys, *args, "--cache", str(tmp_path / f"{target}.cache"))
+        assert status == 0, err
+    full, slim = (read_cache(tmp_path / f"{t}.cache").scales for t in ("tensorrt", "modelopt"))
+    assert slim == full and set(full) >= {"x", "g"}
+
+
 def test_a_header_the_dla_cannot_read_is_not_followed_by_a_dla_hint(tiny, tmp_path, capsys):
     status, out, err = run(capsys, *base(tiny, tmp_path), "--cache-algorithm", "MinMaxCalibration")
     assert status == 0, err

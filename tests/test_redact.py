@@ -62,3 +62,27 @@ def test_summaries_and_log_lines_are_redacted():
     assert redact_data(data) == {"source": {"uri": "rtsp://a:***@c/d"}, "list": ["mqtt://x:***@z"], "n": 1}
     record = logging.LogRecord("edge", logging.WARNING, __file__, 1, "reconnect %s", ("rtsp://a:secret@c/d",), None)
     assert "secret" not in RedactingFormatter("%(message)s").format(record)
+
+
+def test_the_cli_keeps_one_redacting_handler_and_leaves_the_others(capsys):
+    import logging
+
+    from edge.errors import drop_log_handler, setup_logging
+
+    root = logging.getLogger()
+    level, foreign = root.level, logging.NullHandler()
+    root.addHandler(foreign)
+    try:
+        setup_logging("edge")
+        setup_logging("edge", "warning")  # a second CLI call in one process: still one line per record
+        ours = [h for h in root.handlers if getattr(h, "_edge", False)]
+        assert len(ours) == 1 and root.level == logging.WARNING
+        logging.getLogger("edge.test").warning("to rtsp://user:secret@cam/1")
+        err = capsys.readouterr().err
+        assert err.count("edge: WARNING edge.test: to rtsp://") == 1 and "secret" not in err
+        drop_log_handler()
+        assert not any(getattr(h, "_edge", False) for h in root.handlers) and foreign in root.handlers
+    finally:
+        root.removeHandler(foreign)
+        root.setLevel(level)
+        drop_log_handler()
