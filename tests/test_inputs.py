@@ -281,6 +281,17 @@ def test_no_attempt_at_a_lock_leaves_a_descriptor_open(tmp_path: Path, monkeypat
     assert len(calls) == 2 and _fds() == before
     held.close()
 
+    replaced = []
+
+    def replaced_once(path: Path, fd: int) -> bool:
+        replaced.append(fd)
+        return len(replaced) > 1 and real(path, fd)  # the first lock opened was released and removed meanwhile
+
+    monkeypatch.setattr(outputs, "_same_file", replaced_once)
+    held = outputs.hold(target, "--cache")  # the next attempt takes the new lock
+    assert len(replaced) == 2 and _fds() == before
+    held.close()
+
     monkeypatch.setattr(outputs, "_same_file", lambda path, fd: False)  # another writer keeps replacing it
     with pytest.raises(EdgeError, match=r"its lock \.x\.cache\.lock keeps changing; another edge is writing it"):
         outputs.hold(target, "--cache")

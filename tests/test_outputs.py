@@ -234,6 +234,69 @@ def test_the_mode_is_the_callers_else_private_else_what_open_gives(tmp_path: Pat
     assert oct(path.stat().st_mode & 0o777) == oct(0o640 if expected == "umask" else expected)  # 0666 & ~027
 
 
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_an_output_gets_the_mode_a_plain_open_gives_under_any_umask(tmp_path: Path, umask: int, expected: int):
+    """The expected modes are 0666 & ~umask, what open(2) with O_CREAT gives; checked against Python's own open()."""
+    old = os.umask(umask)
+    try:
+        path = write_atomic(tmp_path / "f.json", "{}")
+        with open(tmp_path / "plain.json", "w"):
+            pass
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == (tmp_path / "plain.json").stat().st_mode & 0o777 == expected
+
+
+def test_files_of_two_folders_cannot_be_committed_together(tmp_path: Path):
+    (tmp_path / "b").mkdir()
+    pair = [Staged(tmp_path / "a.engine"), Staged(tmp_path / "b" / "a.engine.json")]
+    with pytest.raises(ValueError) as info:
+        commit_together(pair)
+    assert str(info.value) == "files committed together must share a folder"
+    for s in pair:
+        s.discard()
+
+
+def test_a_folder_this_user_cannot_write_is_named_with_the_flag(tmp_path: Path, monkeypatch):
+    """os.access stands in for a folder the user may not write (root writes anywhere, so a real one cannot be made)."""
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(EdgeError) as info:
+        check_outputs({"--json": tmp_path / "r.json"})
+    assert str(info.value) == f"--json {tmp_path / 'r.json'}: folder {tmp_path} is not writable by this user; choose another path"
+
+
+def test_a_second_discard_never_closes_a_descriptor_that_now_belongs_to_another_file(tmp_path: Path):
+    staged = Staged(tmp_path / "a.bin")
+    staged.discard()
+    other = os.open(tmp_path, os.O_RDONLY)  # the lowest free number: the temp's old descriptor
+    try:
+        staged.discard()
+        os.fstat(other)  # still open
+    finally:
+        os.close(other)
+
+
+def test_a_failed_close_names_the_file(tmp_path: Path, monkeypatch):
+    """close(2) can report a delayed write error (NFS, EIO); the file is not committed and the error is one line."""
+    import errno
+
+    staged = Staged(tmp_path / "r.json")
+    staged.write(b"{}")
+    real_close = os.close
+
+    def failing(fd):
+        real_close(fd)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "close", failing)
+    with pytest.raises(EdgeError) as info:
+        staged.finish()
+    monkeypatch.undo()
+    assert str(info.value) == (f"cannot write {tmp_path / 'r.json'}: Input/output error; the previous file, if any, is unchanged")
+    staged.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_discarded_temp_closes_its_descriptor_and_a_finished_one_finishes_once(tmp_path: Path):
     staged = Staged(tmp_path / "a.bin")
     fd = staged.fd
@@ -301,7 +364,9 @@ def test_a_file_size_limit_is_named_as_such(tmp_path: Path, monkeypatch):
 
 def test_a_temp_of_a_live_process_is_left_and_the_process_is_not_signalled(tmp_path: Path):
     """Liveness is asked with signal 0, which sends nothing: a live writer's temp stays and the writer runs on."""
-    writer = subprocess.Popen(["sleep", "60"])
+    # Signals back at their defaults: nohup, or a shell's background job, leaves SIGHUP or SIGINT ignored in children.
+    defaults = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+    writer = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in defaults])
     try:
         temp = tmp_path / f".r.{writer.pid}.abcd1234.partial.json"
         temp.write_text("half")
@@ -321,6 +386,20 @@ def test_an_existing_image_of_an_input_folder_is_never_an_output_but_a_new_file_
     with pytest.raises(EdgeError):
         check_outputs({"--json": images / "a.png"}, {"--images": images})
     check_outputs({"--json": images / "new.json"}, {"--images": images})
+
+
+def test_an_input_folder_that_cannot_be_listed_holds_no_output(tmp_path: Path, monkeypatch):
+    """A folder this user may not list (scandir's EACCES, stood in: root lists anything) refuses nothing here; reading
+    the inputs from it then fails with its own message."""
+    images = tmp_path / "imgs"
+    images.mkdir()
+    (images / "a.json").write_text("{}")
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "scandir", refused)
+    check_outputs({"--json": images / "a.json"}, {"--images": images})
 
 
 def test_a_name_too_long_for_a_missing_folder_is_measured_against_255_bytes(tmp_path: Path):
