@@ -276,25 +276,27 @@ def test_a_second_discard_never_closes_a_descriptor_that_now_belongs_to_another_
         os.close(other)
 
 
-def test_a_failed_close_names_the_file(tmp_path: Path, monkeypatch):
-    """close(2) can report a delayed write error (NFS, EIO); the file is not committed and the error is one line."""
+@pytest.mark.parametrize("call", ["fsync", "close"])
+def test_a_failed_fsync_or_close_names_the_file_and_keeps_the_old_one(tmp_path: Path, monkeypatch, call: str):
+    """fsync(2) and close(2) can report a delayed write error (NFS, a failing disk: EIO); nothing is committed and
+    the error is one line."""
     import errno
 
+    (tmp_path / "r.json").write_text("old")
     staged = Staged(tmp_path / "r.json")
     staged.write(b"{}")
-    real_close = os.close
+    real = getattr(os, call)
 
     def failing(fd):
-        real_close(fd)
+        real(fd)
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(os, "close", failing)
+    monkeypatch.setattr(os, call, failing)
     with pytest.raises(EdgeError) as info:
-        staged.finish()
+        staged.commit()
     monkeypatch.undo()
-    assert str(info.value) == (f"cannot write {tmp_path / 'r.json'}: Input/output error; the previous file, if any, is unchanged")
-    staged.discard()
-    assert list(tmp_path.iterdir()) == []
+    assert str(info.value) == f"cannot write {tmp_path / 'r.json'}: Input/output error; the previous file, if any, is unchanged"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text() == "old"
 
 
 def test_a_discarded_temp_closes_its_descriptor_and_a_finished_one_finishes_once(tmp_path: Path):
