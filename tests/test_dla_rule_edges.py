@@ -146,8 +146,11 @@ def _pad_then(host, pads, own=(0, 0, 0, 0), kernel=(3, 3), fill=None, opset=13, 
 
 
 def _folded(model) -> bool:
-    pad = predict(model, "orin", "10.3").nodes[0]
+    report = predict(model, "orin", "10.3")
+    pad, host = report.nodes
     assert pad.op == "Pad"
+    if pad.fused_into is not None:  # no layer of its own: the host's padding
+        assert pad.trt_layers == [f"PADDING: Pad_0 (becomes the padding of {host.name})"] and pad.unconfirmed == ["pad.conv"]
     return pad.fused_into is not None
 
 
@@ -316,3 +319,63 @@ def test_slicing_a_batch_of_one_whole_is_not_slicing_the_batch():
 def test_a_precision_the_dla_does_not_run_is_refused_naming_it():
     with pytest.raises(EdgeError, match=r"^precision must be fp16 or int8 for DLA, not 'fp32'$"):
         predict(conv(), "orin", "10.3", None, "fp32")
+
+
+def test_reduce_max_axes_from_an_initializer_are_checked_and_computed_ones_are_named():
+    """ReduceMax-18 takes its axes as an input. TensorRT's parser (onnx-tensorrt 10.0, reduceTensor) takes that input
+    only as an initializer ("Axis input must be an initializer!"); no axes at all reduce every axis."""
+
+    def reduce_max(axes=None, runtime=False):
+        inputs = {"x": [1, 4, 8, 8], **({"a": [1]} if runtime else {})}
+        names = ["x", "a"] if runtime or axes is not None else ["x"]
+        inits = {"a": np.array(axes, np.int64)} if axes is not None else None
+        model = build([helper.make_node("ReduceMax", names, ["y"])], inputs, inits, opset=18)
+        if runtime:
+            model.graph.input[1].type.tensor_type.elem_type = 7  # INT64
+        return model
+
+    assert verdict(reduce_max([1])).device == "DLA"
+    assert (verdict(reduce_max([0])).rule, verdict(reduce_max([0])).value) == ("reduce.axes", "reduces the batch axis")
+    assert (verdict(reduce_max()).rule, verdict(reduce_max()).value) == ("reduce.axes", "reduces every axis")
+    v = verdict(reduce_max(runtime=True))
+    assert (v.device, v.rule, v.value) == ("GPU", "reduce.axes", "axes computed at run time")
+    after_custom = build(  # no shape inference through a custom op: the input's shape is unknown
+        [helper.make_node("MyOp", ["x"], ["t"], domain="custom"), helper.make_node("ReduceMax", ["t"], ["y"], axes=[1])],
+        {"x": [1, 4, 8, 8]},
+        opset=13,
+    )
+    after_custom.opset_import.append(helper.make_opsetid("custom", 1))
+    assert verdict(after_custom).rule == "gen.static"
+
+
+def test_a_fully_connected_layers_output_reshape_is_on_the_gpu_and_a_refused_one_is_a_matrix_multiply():
+    """docs/edge-dla.md: FULLY_CONNECTED between reshape_before_<node> and reshape_after_<node>, the latter a GPU
+    shuffle in every published log; refused (9000 output features > 8192), the parser's Gemm is a MATRIX_MULTIPLY."""
+
+    def gemm(n):
+        return build([helper.make_node("Gemm", ["x", "w"], ["y"])], {"x": [1, 64]}, {"w": w(64, n)})
+
+    assert verdict(gemm(16)).trt_layers == [
+        "SHUFFLE: reshape_before_Gemm_0",
+        "FULLY_CONNECTED: Gemm_0",
+        "SHUFFLE: reshape_after_Gemm_0 (GPU)",
+    ]
+    refused = verdict(gemm(9000))
+    assert (refused.device, refused.layer, refused.trt_layers) == ("GPU", "MATRIX_MULTIPLY", ["MATRIX_MULTIPLY: Gemm_0"])
+    assert verdict(conv()).trt_layers == ["CONVOLUTION: Conv_0"]  # only a fully connected layer has the GPU reshape
+
+
+def test_the_report_names_the_file_and_the_jetpack_of_its_tensorrt(tmp_path):
+    """TensorRT 10.3 is the TensorRT of JetPack 6.1 and 6.2 (NVIDIA's JetPack release notes)."""
+    import onnx
+
+    path = tmp_path / "c.onnx"
+    onnx.save(conv(), str(path))
+    report = predict(path, "orin", "10.3")
+    assert (report.model, report.jetpack) == (str(path), "6.1/6.2")
+    assert {k: report.to_dict()[k] for k in ("model", "target", "trt", "jetpack")} == {
+        "model": str(path),
+        "target": "orin",
+        "trt": "10.3",
+        "jetpack": "6.1/6.2",
+    }

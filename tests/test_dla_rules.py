@@ -296,6 +296,10 @@ def test_subgraph_weight_cap_is_checked_per_subgraph():
     report = _predict(graph, small, "fp16", "t")
     assert report.subgraphs[0].weight_bytes == 64 * 3 * 3 * 3 * 2
     assert any("sub.weights" in f for f in report.findings)
+    # NvInferRuntime.h (10.3): the weights must total *less than* the cap, so exactly the cap is too much.
+    for cap, over in ((3456, True), (3457, False)):
+        report = _predict(graph, dataclasses.replace(limits_for("orin"), max_weight_bytes=cap), "fp16", "t")
+        assert any("sub.weights" in f for f in report.findings) is over, cap
 
 
 def test_every_rule_has_a_source_or_says_it_is_inference():

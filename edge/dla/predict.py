@@ -37,7 +37,7 @@ _COMPARE = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
 _UNARY = {"Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Sin", "Cos", "Tan", "Floor", "Ceil", "Round", "Erf", "Not", "Sign"}
 _MULTI_INPUT = _ELTWISE | _COMPARE | {"Concat", "MatMul", "Gemm", "PRelu"}
 # Runtime parameters of these ops also make their output shape unknown; the parameter is the better reason.
-_PARAMS_SET_SHAPE = {"Slice", "Split", "Resize", "Upsample"}
+_PARAMS_SET_SHAPE = {"Slice", "Split", "Resize", "Upsample", "ReduceMax"}
 # An element-wise op with a constant per-channel operand: the builder makes it a SCALE layer.
 _SCALE_OPS = {"Mul", "Add", "Sub"}
 _SHUFFLE = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
@@ -340,9 +340,13 @@ def _check_reduce(ctx: _Ctx, node: Any) -> Broken:
         return "reduce.op", f"{node.op_type} on TensorRT {ctx.lim.trt}"
     rank = len(ctx.g.shape(node.input[0]) or ())
     axes = attrs(node).get("axes")
-    if axes is None and len(node.input) > 1:
+    if axes is None and len(node.input) > 1 and node.input[1]:
         const = ctx.const(node.input[1])
-        axes = None if const is None else const.tolist()
+        if const is None:  # TensorRT's parser: "Axis input must be an initializer!"
+            return "reduce.axes", "axes computed at run time"
+        axes = const.tolist()
+    if not rank:  # an input of unknown shape: gen.static says so
+        return None
     if node.op_type == "ReduceMax" and (axes is None or any(ax % rank == 0 for ax in axes)):
         return "reduce.axes", "reduces the batch axis" if axes else "reduces every axis"
     return None
@@ -662,22 +666,26 @@ class _Partition:
     """Merge DLA layers into loadables: connected, and convex (no DLA -> GPU -> DLA path inside one)."""
 
     def __init__(self, units: List[int], preds: Dict[int, List[int]], on_dla: Set[int], exits: Set[int] = frozenset()) -> None:
-        self.order = {u: i for i, u in enumerate(units)}
+        self.order: Dict[Any, float] = {u: i for i, u in enumerate(units)}
         self.preds = preds
-        self.succs: Dict[int, List[int]] = {u: [] for u in units}
+        self.succs: Dict[Any, List[Any]] = {u: [] for u in units}
         for v, ps in preds.items():
             for p in ps:
                 self.succs[p].append(v)
+        for e in exits:  # the builder's reshape_after, a GPU shuffle, sits between an exit and all its consumers
+            shuffle = ("reshape_after", e)
+            self.order[shuffle] = self.order[e] + 0.5
+            self.succs[shuffle], self.succs[e] = self.succs[e], [shuffle]
         self.parent = {u: u for u in on_dla}
         # Per group: its members, its latest position and the nodes outside it that it feeds. Kept up to date on
         # each merge, so a merge costs what the two groups border on, not their size (a 20k-node chain took 76 s).
         self.members: Dict[int, Set[int]] = {u: {u} for u in on_dla}
         self.last = {u: self.order[u] for u in on_dla}
-        self.frontier: Dict[int, Set[int]] = {u: set(self.succs[u]) for u in on_dla}
+        self.frontier: Dict[int, Set[Any]] = {u: set(self.succs[u]) for u in on_dla}
         for v in units:
             if v in on_dla:
                 for p in preds[v]:
-                    if p in on_dla and p not in exits:  # an exit's consumers read it through a GPU shuffle
+                    if p in on_dla:
                         self._merge(p, v)
 
     def find(self, u: int) -> int:
@@ -707,7 +715,7 @@ class _Partition:
         self.last[ra] = last
         del self.last[rb]
 
-    def _path_leaves_and_returns(self, start: List[int], inside: Callable[[int], bool], last: int) -> bool:
+    def _path_leaves_and_returns(self, start: List[Any], inside: Callable[[Any], bool], last: float) -> bool:
         stack = list(start)
         seen: Set[int] = set()
         while stack:
