@@ -250,6 +250,7 @@ def test_a_flatten_before_a_fully_connected_layer_merges_unless_it_is_also_an_ou
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
     flatten = predict(model(False), "orin", "10.3").nodes[0]
+    assert (flatten.layer, flatten.fused_into) == ("SHUFFLE", "Gemm_1")
     assert flatten.trt_layers == ["SHUFFLE: Flatten_0 (merged with reshape_before_Gemm_1: no layer left)"]
     assert predict(model(True), "orin", "10.3").nodes[0].fused_into is None
 
@@ -379,3 +380,75 @@ def test_the_report_names_the_file_and_the_jetpack_of_its_tensorrt(tmp_path):
         "trt": "10.3",
         "jetpack": "6.1/6.2",
     }
+
+
+def test_a_squeeze_merges_into_a_fully_connected_layer_and_a_2d_activation_does_not():
+    """Squeeze of [1, 64, 1, 1] to [1, 64] is the same no-op reshape as Flatten; a Relu on [1, 64] is a layer of its
+    own (a 2-D tensor, so on the GPU) even though its input and output have the FC's shape."""
+
+    def model(op, x_shape, **attrs):
+        inits = {"w": w(64, 16), **({"ax": np.array([2, 3], np.int64)} if op == "Squeeze" else {})}
+        inputs = ["x", "ax"] if op == "Squeeze" else ["x"]
+        return build(
+            [helper.make_node(op, inputs, ["f"], **attrs), helper.make_node("Gemm", ["f", "w"], ["y"])], {"x": x_shape}, inits
+        )
+
+    squeeze, fc = predict(model("Squeeze", [1, 64, 1, 1]), "orin", "10.3").nodes
+    assert (squeeze.fused_into, fc.layer) == ("Gemm_1", "FULLY_CONNECTED")
+    relu = predict(model("Relu", [1, 64]), "orin", "10.3").nodes[0]
+    assert (relu.fused_into, relu.device, relu.rule) == (None, "GPU", "gen.rank4")
+
+
+def test_a_split_along_the_batch_axis_is_named():
+    model = build(
+        [helper.make_node("Split", ["x", "s"], ["y", "z"], axis=0)], {"x": [2, 4, 8, 8]}, {"s": np.array([1, 1], np.int64)}
+    )
+    assert (verdict(model, node=0).rule, verdict(model, node=0).value) == ("slice.axis0", "splits the batch axis")
+
+
+@pytest.mark.parametrize("transform", ["half_pixel", "pytorch_half_pixel"])
+def test_a_linear_resize_with_pytorchs_half_pixel_runs_on_the_dla(transform):
+    """onnx-tensorrt 10.0 imports pytorch_half_pixel as kHALF_PIXEL with selector kUPPER; NvInfer.h's DLA list
+    accepts linear half_pixel with FORMULA or UPPER selector."""
+    model = build(
+        [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear", coordinate_transformation_mode=transform)],
+        {"x": [1, 4, 8, 8]},
+        {"sc": np.array([1, 1, 2, 2], np.float32)},
+    )
+    assert verdict(model).device == "DLA"
+
+
+def test_an_unused_pad_and_a_chain_of_pass_throughs_are_followed():
+    """A Pad nobody reads is reported as itself; Conv -> Identity -> Identity -> Relu is one subgraph with no
+    transition (the builder drops identities)."""
+    dangling = build(
+        [helper.make_node("Pad", ["x", "p"], ["unused"]), helper.make_node("Relu", ["x"], ["y"])],
+        {"x": [1, 4, 8, 8]},
+        {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)},
+    )
+    assert [(n.op, n.rule) for n in predict(dangling, "orin", "10.3").nodes] == [("Pad", "pad.fill"), ("Relu", None)]
+    chain = build(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"]),
+            helper.make_node("Identity", ["c"], ["i1"]),
+            helper.make_node("Identity", ["i1"], ["i2"]),
+            helper.make_node("Relu", ["i2"], ["y"]),
+        ],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(8, 4, 3, 3)},
+    )
+    report = predict(chain, "orin", "10.3")
+    assert (len(report.subgraphs), report.transitions) == (1, 0)
+    assert [n.op for n in report.nodes] == ["Conv", "Relu"] and report.nodes[1].fused_into == "Conv_0"
+
+
+def test_the_gpu_count_per_rule_is_largest_first():
+    """Three layers on the GPU for one rule (Exp is no DLA unary, unary.op) and one for another (op.unknown, which
+    sorts first by name): the larger count is listed first."""
+    nodes = [helper.make_node("Exp", [i], [o]) for i, o in (("x", "a"), ("a", "b"), ("b", "c"))]
+    model = build(nodes + [helper.make_node("MyOp", ["c"], ["y"], domain="custom")], {"x": [1, 4, 8, 8]})
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    report = predict(model, "orin", "10.3")
+    assert list(report.gpu_by_rule().items()) == [("unary.op", 3), ("op.unknown", 1)]
+    as_dict = report.to_dict()
+    assert (as_dict["inputs"], as_dict["findings"]) == ({"x": [1, 4, 8, 8]}, report.findings) and report.findings
