@@ -151,6 +151,7 @@ def _folded(model) -> bool:
     assert pad.op == "Pad"
     if pad.fused_into is not None:  # no layer of its own: the host's padding
         assert pad.trt_layers == [f"PADDING: Pad_0 (becomes the padding of {host.name})"] and pad.unconfirmed == ["pad.conv"]
+        assert pad.layer == "SLICE(FILL)"
     return pad.fused_into is not None
 
 
@@ -167,6 +168,7 @@ def _folded(model) -> bool:
         ("Conv", [0, 0, 31, 31, 0, 0, 31, 31], (0, 0, 0, 0), (32, 32), True),  # the cap of 31
         ("Conv", [0, 0, 31, 30, 0, 0, 31, 31], (0, 1, 0, 0), (32, 32), True),
         ("Conv", [0, 0, 31, 31, 0, 0, 31, 31], (0, 1, 0, 0), (32, 32), False),  # 32 across
+        ("Conv", [0, 0, 32, 0, 0, 0, 0, 0], (0, 0, 0, 0), (33, 33), False),  # 32 < 33, but past the cap of 31
         # Pooling: padding at most 7 (NvInfer.h IPoolingLayer) and below the window.
         ("MaxPool", [0, 0, 7, 7, 0, 0, 7, 7], (0, 0, 0, 0), (8, 8), True),
         ("MaxPool", [0, 0, 7, 7, 0, 0, 7, 7], (1, 0, 0, 0), (8, 8), False),
@@ -452,3 +454,124 @@ def test_the_gpu_count_per_rule_is_largest_first():
     assert list(report.gpu_by_rule().items()) == [("unary.op", 3), ("op.unknown", 1)]
     as_dict = report.to_dict()
     assert (as_dict["inputs"], as_dict["findings"]) == ({"x": [1, 4, 8, 8]}, report.findings) and report.findings
+
+
+def test_flops_of_max_pooling_reduction_and_a_transposed_gemm_by_hand():
+    # MaxPool 2x2 stride 2 on 1x4x8x8: 64 outputs, 4 comparisons each.
+    mp = predict(pool("MaxPool", (1, 4, 8, 8), kernel_shape=[2, 2], strides=[2, 2]), "orin", "10.3")
+    assert mp.nodes[0].flops == 64 * 4
+    # ReduceMax over C of 1x4x8x8: every input element is read once.
+    rm = build([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])], {"x": [1, 4, 8, 8]})
+    assert predict(rm, "orin", "10.3").nodes[0].flops == 256
+    # Gemm transA on a 64x1 input (A' is 1x64) by 64x16: 16 outputs of 64 multiply-adds each, counted twice.
+    ta = build([helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)], {"x": [64, 1]}, {"w": w(64, 16)})
+    assert predict(ta, "orin", "10.3").nodes[0].flops == 2 * 16 * 64
+
+
+def test_resize_11_defaults_to_half_pixel_and_a_valid_deconv_pads_nothing():
+    """ONNX: Resize-11's coordinate_transformation_mode defaults to half_pixel, the DLA's linear mode; a
+    ConvTranspose with auto_pad VALID has no padding, which the DLA's deconvolution requires."""
+    resize = build(
+        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="linear")],
+        {"x": [1, 4, 8, 8]},
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=11,
+    )
+    assert verdict(resize).device == "DLA"
+    valid = build(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad="VALID")],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(4, 4, 2, 2)},
+    )
+    assert verdict(valid).device == "DLA"
+
+
+def test_runtime_conv_weights_and_a_batch_broadcast_operand_are_named_or_accepted():
+    runtime = build([helper.make_node("Conv", ["x", "k"], ["y"])], {"x": [1, 4, 8, 8], "k": [8, 4, 3, 3]})
+    assert (verdict(runtime).rule, verdict(runtime).value) == ("conv.weights", "weights come from a runtime tensor")
+    # A per-sample, per-channel operand [2, 8, 1, 1] on a batch of 2: the batch matches, H and W broadcast.
+    assert verdict(binary("Add", w(2, 8, 1, 1), (2, 8, 4, 4))).device == "DLA"
+
+
+def test_a_bias_add_joins_its_fully_connected_matmul_only_when_it_is_the_only_reader():
+    def model(second_reader):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
+        if second_reader:
+            nodes.append(helper.make_node("Relu", ["m"], ["z"]))
+        built = build(nodes, {"x": [1, 64]}, {"w": w(64, 16), "b": w(16)})
+        if second_reader:
+            built.graph.output.append(helper.make_tensor_value_info("z", 0, None))
+        return predict(built, "orin", "10.3").nodes
+
+    fc, add = model(False)
+    assert (add.fused_into, add.device) == (fc.name, "DLA")
+    fc, add, _ = model(True)
+    assert (add.fused_into, add.device, add.rule) == (None, "GPU", "gen.rank4")
+
+
+def test_two_fully_connected_layers_are_two_subgraphs_through_the_gpu_reshape():
+    """Each fully connected layer's output leaves through its reshape_after on the GPU, so the next one starts a new
+    DLA subgraph."""
+    model = build(
+        [helper.make_node("Gemm", ["x", "w1"], ["h"]), helper.make_node("Gemm", ["h", "w2"], ["y"])],
+        {"x": [1, 64]},
+        {"w1": w(64, 32), "w2": w(32, 16)},
+    )
+    report = predict(model, "orin", "10.3")
+    assert [(n.device, n.subgraph) for n in report.nodes] == [("DLA", 1), ("DLA", 2)]
+
+
+def test_a_subgraphs_number_and_local_memory_at_fp16_and_the_1_gib_cap():
+    """Conv 3x3 on 1x4x8x8 -> 1x8x6x6 feeding a Relu in the same loadable: 288 values held inside it, 2 bytes each.
+    NvInfer.h: intermediate tensors of one DLA subgraph must total *less than* the local pool."""
+    import dataclasses
+
+    from edge.dla.predict import _predict
+    from edge.dla.rules import limits_for
+    from edge.graph.model import prepare
+
+    model = build(
+        [helper.make_node("Conv", ["x", "w"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(8, 4, 3, 3)},
+    )
+    (sub,) = predict(model, "orin", "10.3").subgraphs
+    assert (sub.index, sub.local_bytes) == (1, 288 * 2)
+    graph = prepare(model)
+    for cap, over in ((576, True), (577, False)):
+        report = _predict(graph, dataclasses.replace(limits_for("orin"), max_local_bytes=cap), "fp16", "t")
+        assert any("sub.local" in f for f in report.findings) is over, cap
+
+
+def test_the_report_lists_unknown_ops_and_past_the_cap_how_many_nodes_move():
+    nodes = [helper.make_node("MyOp", ["x"], ["a"], domain="custom")]
+    nodes += [helper.make_node("Other", [i], [o], domain="custom") for i, o in (("a", "b"), ("b", "y"))]
+    model = build(nodes, {"x": [1, 4, 8, 8]})
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    assert (
+        "no shape inference for MyOp x1, Other x2: tensors after them have unknown shapes (gen.static)"
+        in predict(model, "orin", "10.3").findings
+    )
+    # 17 Relus split by 16 GPU Exps: 17 candidate subgraphs, the 17th (one node) moves to the GPU.
+    chain, x = [], "x"
+    for i in range(17):
+        chain.append(helper.make_node("Relu", [x], [f"r{i}"]))
+        x = f"r{i}"
+        if i < 16:
+            chain.append(helper.make_node("Exp", [x], [f"e{i}"]))
+            x = f"e{i}"
+    chain[-1].output[0] = "y"
+    findings = predict(build(chain, {"x": [1, 4, 8, 8]}), "orin", "10.3").findings
+    assert "17 DLA subgraphs > 16 per DLA core: TensorRT moves subgraphs 17..17 (1 nodes) to GPU (sub.cap)" in findings
+
+
+def test_the_report_dict_keeps_the_dynamic_inputs_and_the_unconfirmed_rules():
+    graph = helper.make_graph(
+        [helper.make_node("LeakyRelu", ["x"], ["y"])],
+        "t",
+        [helper.make_tensor_value_info("x", 1, ["N", 4, 8, 8])],
+        [helper.make_tensor_value_info("y", 0, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    as_dict = predict(model, "orin", "10.3", {"x": (1, 4, 8, 8)}).to_dict()
+    assert (as_dict["dynamic_inputs"], as_dict["unconfirmed_rules"]) == ({"x": ["N", 4, 8, 8]}, ["act.leaky"])
