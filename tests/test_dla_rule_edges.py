@@ -575,3 +575,87 @@ def test_the_report_dict_keeps_the_dynamic_inputs_and_the_unconfirmed_rules():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     as_dict = predict(model, "orin", "10.3", {"x": (1, 4, 8, 8)}).to_dict()
     assert (as_dict["dynamic_inputs"], as_dict["unconfirmed_rules"]) == ({"x": ["N", 4, 8, 8]}, ["act.leaky"])
+
+
+def test_the_reasons_of_runtime_operands_and_a_global_average_pool_are_named():
+    from tests.test_dla_rules import slice_, unary
+
+    cases = [
+        (binary("MatMul", w(1, 1, 8, 16), (1, 1, 4, 8), runtime_b=True), "matmul.weights", "both operands are runtime tensors"),
+        (slice_([0], [4], [1], runtime_starts=True), "slice.const", "start/end/axes/steps come from runtime tensors"),
+        (unary("GlobalAveragePool"), "pool.global", "GlobalAveragePool (a REDUCE layer)"),
+    ]
+    for model, rule, value in cases:
+        assert (verdict(model).rule, verdict(model).value) == (rule, value)
+
+
+def test_clip_bounds_from_runtime_tensors_or_an_empty_constant():
+    """Clip-11 takes min and max as inputs: either one computed at run time keeps it off the DLA; an empty constant
+    is the bound's default (ONNX: no bound), so [0, inf] is not a clipped ReLU."""
+    runtime_min = build(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": [1, 4, 8, 8], "lo": []}, {"hi": np.array(6, np.float32)}
+    )
+    assert (verdict(runtime_min).rule, verdict(runtime_min).value) == ("act.clip", "Clip bounds come from runtime tensors")
+    empty_max = build(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+        {"x": [1, 4, 8, 8]},
+        {"lo": np.array(0, np.float32), "hi": np.zeros(0, np.float32)},
+    )
+    assert (verdict(empty_max).rule, verdict(empty_max).value) == ("act.clip", "Clip [0, inf]")
+
+
+def test_the_gap_of_square_deconvolution_kernels_ends_at_32_inclusive():
+    """NVIDIA's developer guide: square deconvolution kernels and strides in [23, 32] are disabled on the DLA."""
+
+    def deconv(k):
+        return build([helper.make_node("ConvTranspose", ["x", "w"], ["y"])], {"x": [1, 4, 4, 4]}, {"w": w(4, 4, k, k)})
+
+    assert (verdict(deconv(32)).rule, verdict(deconv(32)).value) == ("deconv.square", "square kernel 32x32")
+    assert verdict(deconv(22)).rule != "deconv.square"
+
+
+def test_upsample_9_scales_an_input_and_a_batch_of_two_broadcasts_a_batch_of_one():
+    up9 = build(
+        [helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest")],
+        {"x": [1, 4, 8, 8]},
+        {"sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=9,
+    )
+    assert verdict(up9).device == "DLA"
+    # A runtime [1, 8, 1, 1] operand on a batch of 2 (a constant one would be a SCALE layer): N and H, W broadcast.
+    assert verdict(binary("Add", w(1, 8, 1, 1), (2, 8, 4, 4), runtime_b=True)).device == "DLA"
+
+
+def test_a_scale_after_a_convolution_is_fused_and_a_pad_before_runtime_weights_is_not():
+    scaler = build(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("ImageScaler", ["c"], ["y"], scale=2.0, bias=[0.0] * 8)],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(8, 4, 3, 3)},
+        opset=9,
+    )
+    assert predict(scaler, "orin", "10.3").nodes[1].fused_into == "Conv_0"  # a SCALE layer: the builder's conv + scale
+    pad_runtime = build(
+        [helper.make_node("Pad", ["x", "p"], ["t"]), helper.make_node("Conv", ["t", "k"], ["y"])],
+        {"x": [1, 4, 8, 8], "k": [8, 4, 3, 3]},
+        {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)},
+    )
+    pad, conv_ = predict(pad_runtime, "orin", "10.3").nodes
+    assert (pad.fused_into, pad.rule, conv_.rule) == (None, "pad.fill", "conv.weights")
+
+
+def test_the_dla_share_of_the_work_is_rounded_to_four_places():
+    """Conv 3x3, 4 -> 8 channels on 8x8: 288 outputs x 36 multiply-adds x 2 = 20736; each Exp after it (GPU): 288.
+    20736 / 21312 = 0.972972..."""
+    model = build(
+        [
+            helper.make_node("Conv", ["x", "w"], ["a"]),
+            helper.make_node("Exp", ["a"], ["b"]),
+            helper.make_node("Exp", ["b"], ["y"]),
+        ],
+        {"x": [1, 4, 8, 8]},
+        {"w": w(8, 4, 3, 3)},
+    )
+    report = predict(model, "orin", "10.3")
+    assert [n.flops for n in report.nodes] == [20736, 288, 288]
+    assert report.summary()["dla_flops_share"] == 0.973
+    assert [n["name"] for n in report.to_dict()["nodes"]] == ["Conv_0", "Exp_1", "Exp_2"]
