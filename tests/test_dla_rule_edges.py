@@ -659,3 +659,44 @@ def test_the_dla_share_of_the_work_is_rounded_to_four_places():
     assert [n.flops for n in report.nodes] == [20736, 288, 288]
     assert report.summary()["dla_flops_share"] == 0.973
     assert [n["name"] for n in report.to_dict()["nodes"]] == ["Conv_0", "Exp_1", "Exp_2"]
+
+
+def test_a_tensor_of_another_type_and_a_split_without_axis_are_named():
+    relu = build([helper.make_node("Relu", ["x"], ["y"])], {"x": [1, 4, 8, 8]}, dtype=6, opset=14)  # INT32
+    assert (verdict(relu).rule, verdict(relu).value) == ("gen.dtype", "tensor 'x' is int32")
+    # ONNX: Split's axis defaults to 0, the batch axis.
+    split = build([helper.make_node("Split", ["x", "s"], ["y", "z"])], {"x": [2, 8, 8, 8]}, {"s": np.array([1, 1], np.int64)})
+    assert (verdict(split, node=0).rule, verdict(split, node=0).value) == ("slice.axis0", "splits the batch axis")
+
+
+def test_flops_of_a_batched_matmul_by_hand():
+    # MatMul 1x1x4x8 by 8x16: 64 outputs of 8 multiply-adds each, counted twice.
+    assert predict(binary("MatMul", w(8, 16), (1, 1, 4, 8)), "orin", "10.3").nodes[0].flops == 2 * 64 * 8
+
+
+def test_the_parser_of_the_release_asked_for_decides_and_orin_10_3_is_the_default():
+    """Gelu's importer first appears in onnx-tensorrt 10.0 (not in 8.5-GA): on Xavier's TensorRT 8.5 there is no
+    layer for it at all. Without a target the prediction is for Orin on TensorRT 10.3 (JetPack 6.1/6.2)."""
+    gelu = build([helper.make_node("Gelu", ["x"], ["y"])], {"x": [1, 4, 8, 8]}, opset=20)
+    old = predict(gelu, "xavier", "8.5").nodes[0]
+    assert (old.rule, old.value) == ("parser.missing", "Gelu on TensorRT 8.5")
+    assert predict(gelu, "orin", "10.3").nodes[0].rule != "parser.missing"
+    default = predict(conv())
+    assert (default.target, default.trt, default.jetpack) == ("orin", "10.3", "6.1/6.2")
+
+
+def test_the_share_of_dla_nodes_and_how_to_confirm_the_prediction():
+    """One of three layers on the DLA: 0.3333. The way to confirm names TensorRT's own call (IBuilderConfig's
+    can_run_on_DLA in the 10.3 Python bindings) and the section of the build log."""
+    model = build(
+        [
+            helper.make_node("Relu", ["x"], ["a"]),
+            helper.make_node("Exp", ["a"], ["b"]),
+            helper.make_node("Exp", ["b"], ["y"]),
+        ],
+        {"x": [1, 4, 8, 8]},
+    )
+    report = predict(model, "orin", "10.3")
+    assert report.summary()["dla_node_share"] == 0.3333
+    said = report.to_dict()["prediction_only"]
+    assert "config.can_run_on_DLA(layer)" in said and "'Layers Running on DLA'" in said
