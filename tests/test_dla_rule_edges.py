@@ -700,3 +700,35 @@ def test_the_share_of_dla_nodes_and_how_to_confirm_the_prediction():
     assert report.summary()["dla_node_share"] == 0.3333
     said = report.to_dict()["prediction_only"]
     assert "config.can_run_on_DLA(layer)" in said and "'Layers Running on DLA'" in said
+
+
+def test_every_operand_of_a_multi_input_layer_is_checked_and_ai_onnx_is_the_default_domain():
+    # The second operand of an Add comes out of a custom op (no shape inference): it is the tensor named.
+    model = build(
+        [helper.make_node("MyOp", ["x"], ["t"], domain="custom"), helper.make_node("Add", ["x", "t"], ["y"])], {"x": [1, 4, 8, 8]}
+    )
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    assert (verdict(model).rule, verdict(model).value) == ("gen.static", "tensor 't' has shape unknown")
+    # ONNX: "ai.onnx" is the default domain's other spelling; a Resize-11 declared so defaults to half_pixel.
+    resize = build(
+        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="linear")],
+        {"x": [1, 4, 8, 8]},
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=11,
+    )
+    resize.opset_import[0].domain = "ai.onnx"
+    assert verdict(resize).device == "DLA"
+
+
+def test_a_subgraph_over_its_weight_cap_says_how_many_mib_and_the_report_has_its_legend():
+    """512 x 256 x 3 x 3 weights at FP16: 2,359,296 bytes, 2.25 MiB."""
+    import dataclasses
+
+    from edge.dla.predict import _predict
+    from edge.dla.rules import limits_for
+    from edge.graph.model import prepare
+
+    model = build([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": [1, 256, 4, 4]}, {"w": w(512, 256, 3, 3)})
+    report = _predict(prepare(model), dataclasses.replace(limits_for("orin"), max_weight_bytes=1000), "fp16", "t")
+    assert "DLA subgraph 1: weights 2 MiB at FP16 >= 512 MiB (sub.weights)" in report.findings
+    assert report.to_dict()["legend"].startswith("reason = the value that broke the rule [rule id]")
