@@ -216,12 +216,13 @@ def test_a_negative_axis_that_is_the_batch_axis_is_slicing_the_batch():
     assert (verdict(model).rule, verdict(model).value) == ("slice.axis0", "slices the batch axis")
 
 
-def test_resize_10_takes_its_scales_from_the_second_input():
+@pytest.mark.parametrize("op, opset", [("Resize", 10), ("Upsample", 9)])
+def test_resize_10_and_upsample_9_take_their_scales_from_the_second_input(op, opset):
     model = build(
-        [helper.make_node("Resize", ["x", "sc"], ["y"], mode="nearest")],
+        [helper.make_node(op, ["x", "sc"], ["y"], mode="nearest")],
         {"x": [1, 4, 8, 8]},
         {"sc": np.array([1, 1, 2, 2], np.float32)},
-        opset=10,
+        opset=opset,
     )
     assert verdict(model).device == "DLA"
 
@@ -614,14 +615,7 @@ def test_the_gap_of_square_deconvolution_kernels_ends_at_32_inclusive():
     assert verdict(deconv(22)).rule != "deconv.square"
 
 
-def test_upsample_9_scales_an_input_and_a_batch_of_two_broadcasts_a_batch_of_one():
-    up9 = build(
-        [helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest")],
-        {"x": [1, 4, 8, 8]},
-        {"sc": np.array([1, 1, 2, 2], np.float32)},
-        opset=9,
-    )
-    assert verdict(up9).device == "DLA"
+def test_a_batch_of_two_broadcasts_an_operand_with_a_batch_of_one():
     # A runtime [1, 8, 1, 1] operand on a batch of 2 (a constant one would be a SCALE layer): N and H, W broadcast.
     assert verdict(binary("Add", w(1, 8, 1, 1), (2, 8, 4, 4), runtime_b=True)).device == "DLA"
 
