@@ -363,3 +363,77 @@ def test_dla_engines_need_the_dla_plan_beside_the_engine(tmp_path):
     assert message.startswith(f"{p}: key 'pool.dla_engine': file not found: {tmp_path / 'm.dla.engine'}")
     (tmp_path / "m.dla.engine").write_bytes(b"x")
     assert load_config(p, ["pool.engines=[gpu, dla0]"]).pool.engines == ["gpu", "dla0"]
+
+
+# Each refusal names the file and the key, says what is expected (or what to do) and shows the value given: the
+# brief's one-line error. The cases are the refusals a mutation run (seed 2, 2026-12-04) found without a test.
+_M = "model: {asset: blazeface-back-256}\n"
+REFUSALS = [
+    (_M + "task: {type: yolo, keypoints: [1001, 3]}\n", "task.keypoints", "[1001, 3]"),
+    (_M + "dla_core: -1\n", "dla_core", "-1"),
+    (_M + "pool: {engines: [cpu]}\n", "pool.engines", None),
+    (_M + "source: {uri: a.mp4}\nsources: [{uri: b.mp4}]\n", "source", None),
+    (_M + "sources: [" + ", ".join(f"{{uri: v{i}.mp4}}" for i in range(65)) + "]\n", "sources", "65 sources"),
+    (
+        _M + "sources: [{uri: a.mp4}]\npool: {engines: [cpu, cpu1, cpu2, cpu3, cpu4, cpu5, cpu6, cpu7, cpu8]}\n",
+        "pool.engines",
+        "'cpu'",
+    ),
+    (_M + "preprocess: gpu\nsources: [{uri: a.mp4}]\n", "preprocess", None),
+    (_M + "sources: [{uri: ''}]\n", "sources[0].uri", "''"),
+    (_M + "source: {uri: a.mp4, format: nv12}\n", "source.format", None),
+    (_M + "sources: [{uri: a.mp4, task: {score_threshold: 2}}]\n", "sources[0].task.score_threshold", "2.0"),
+    (_M + "sources: [{uri: a.mp4}]\npool: {engines: [tpu]}\n", "pool.engines", None),
+]
+
+
+@pytest.mark.parametrize("text, key, given", REFUSALS, ids=[f"{c[1]}-{i}" for i, c in enumerate(REFUSALS)])
+def test_each_refusal_names_the_file_the_key_what_is_expected_and_the_value(tmp_path, text, key, given):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    head = f"{p}: key '{key}': "
+    said = str(e.value)
+    assert said.startswith(head) and "\n" not in said, said
+    detail = said[len(head) :]
+    assert "None" not in detail and len(detail) > 20, said  # a fix or an expectation, not an empty slot
+    if given is not None:
+        assert re.fullmatch(r"expected .+, got .+", detail) and given in detail.split(", got ", 1)[1], said
+
+
+def test_the_limits_of_a_config_hold_at_their_edges(tmp_path):
+    """At the limit accepted, one past it refused: 1000 keypoints, 8 engines, 16 YAML aliases; a file source may say
+    bgr (what it decodes to)."""
+    load_config(write(tmp_path, _M + "task: {type: yolo, keypoints: [1000, 3]}\n"))
+    load_config(
+        write(tmp_path, _M + "sources: [{uri: a.mp4}]\npool: {engines: [cpu, cpu1, cpu2, cpu3, cpu4, cpu5, cpu6, cpu7]}\n")
+    )
+    load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, format: bgr}]\n"))
+
+    def labels(n: int) -> str:  # the first label anchored, then n aliases of it
+        return _M + "task: {labels: [&a x, " + ", ".join(["*a"] * n) + "]}\n"
+
+    assert load_config(write(tmp_path, labels(16))).task.labels == ["x"] * 17
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, labels(17)))
+    assert str(e.value) == f"{tmp_path / 'cam.yaml'}: more than 16 YAML aliases (*name); write the values out"
+
+
+def test_a_yaml_error_carries_pyyamls_own_account_of_it(tmp_path):
+    import yaml
+
+    text = "model:\n  path: [unclosed\n"
+    with pytest.raises(yaml.YAMLError) as theirs:
+        yaml.safe_load(text)
+    with pytest.raises(ConfigError) as ours:
+        load_config(write(tmp_path, text))
+    assert theirs.value.problem and theirs.value.problem in str(ours.value)
+
+
+def test_a_long_value_is_cut_in_the_message():
+    from edge.config import short
+
+    value = ["y" * 300] * 3  # each string is shortened by reprlib, the three together are still too long
+    cut = short(value, 100)
+    assert len(cut) == 101 and cut.startswith("['yyyy") and cut.endswith("…")
+    assert short(["y"], 100) == "['y']"  # short enough: whole
