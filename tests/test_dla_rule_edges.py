@@ -1,17 +1,24 @@
 """The predictor's rules at the edges a mutation run of edge/dla/predict.py found unpinned (docs/development.md).
 
-Each expected value is a hand calculation from a definition: ONNX's auto_pad and operator semantics, the DLA limits
-of NvInfer.h as committed in tests/fixtures/nvidia_dla_facts.json, and the multiply-add count of a layer.
+Each expected value is a hand calculation from a definition: ONNX's auto_pad and operator semantics and defaults, the
+DLA limits of NvInfer.h as committed in tests/fixtures/nvidia_dla_facts.json, onnx-tensorrt's importers (reduce axes,
+resize modes), NVIDIA's guide, and the multiply-add count or FP16 bytes of a layer. Report wording is the contract
+docs/edge-dla.md shows.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import onnx
 import pytest
 
-from edge.dla.predict import predict
+from edge.dla.predict import _predict, predict
+from edge.dla.rules import limits_for
 from edge.errors import EdgeError
-from tests.test_dla_rules import binary, build, conv, helper, pool, verdict, w
+from edge.graph.model import prepare
+from tests.test_dla_rules import binary, build, conv, helper, pool, slice_, unary, verdict, w
 
 
 @pytest.mark.parametrize(
@@ -371,8 +378,6 @@ def test_a_fully_connected_layers_output_reshape_is_on_the_gpu_and_a_refused_one
 
 def test_the_report_names_the_file_and_the_jetpack_of_its_tensorrt(tmp_path):
     """TensorRT 10.3 is the TensorRT of JetPack 6.1 and 6.2 (NVIDIA's JetPack release notes)."""
-    import onnx
-
     path = tmp_path / "c.onnx"
     onnx.save(conv(), str(path))
     report = predict(path, "orin", "10.3")
@@ -525,12 +530,6 @@ def test_two_fully_connected_layers_are_two_subgraphs_through_the_gpu_reshape():
 def test_a_subgraphs_number_and_local_memory_at_fp16_and_the_1_gib_cap():
     """Conv 3x3 on 1x4x8x8 -> 1x8x6x6 feeding a Relu in the same loadable: 288 values held inside it, 2 bytes each.
     NvInfer.h: intermediate tensors of one DLA subgraph must total *less than* the local pool."""
-    import dataclasses
-
-    from edge.dla.predict import _predict
-    from edge.dla.rules import limits_for
-    from edge.graph.model import prepare
-
     model = build(
         [helper.make_node("Conv", ["x", "w"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
         {"x": [1, 4, 8, 8]},
@@ -579,8 +578,6 @@ def test_the_report_dict_keeps_the_dynamic_inputs_and_the_unconfirmed_rules():
 
 
 def test_the_reasons_of_runtime_operands_and_a_global_average_pool_are_named():
-    from tests.test_dla_rules import slice_, unary
-
     cases = [
         (binary("MatMul", w(1, 1, 8, 16), (1, 1, 4, 8), runtime_b=True), "matmul.weights", "both operands are runtime tensors"),
         (slice_([0], [4], [1], runtime_starts=True), "slice.const", "start/end/axes/steps come from runtime tensors"),
@@ -716,12 +713,6 @@ def test_every_operand_of_a_multi_input_layer_is_checked_and_ai_onnx_is_the_defa
 
 def test_a_subgraph_over_its_weight_cap_says_how_many_mib_and_the_report_has_its_legend():
     """512 x 256 x 3 x 3 weights at FP16: 2,359,296 bytes, 2.25 MiB."""
-    import dataclasses
-
-    from edge.dla.predict import _predict
-    from edge.dla.rules import limits_for
-    from edge.graph.model import prepare
-
     model = build([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": [1, 256, 4, 4]}, {"w": w(512, 256, 3, 3)})
     report = _predict(prepare(model), dataclasses.replace(limits_for("orin"), max_weight_bytes=1000), "fp16", "t")
     assert "DLA subgraph 1: weights 2 MiB at FP16 >= 512 MiB (sub.weights)" in report.findings
