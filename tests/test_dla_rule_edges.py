@@ -517,7 +517,7 @@ def test_a_bias_add_joins_its_fully_connected_matmul_only_when_it_is_the_only_re
 
 def test_two_fully_connected_layers_are_two_subgraphs_through_the_gpu_reshape():
     """Each fully connected layer's output leaves through its reshape_after on the GPU, so the next one starts a new
-    DLA subgraph."""
+    DLA subgraph, and the tensor crosses twice."""
     model = build(
         [helper.make_node("Gemm", ["x", "w1"], ["h"]), helper.make_node("Gemm", ["h", "w2"], ["y"])],
         {"x": [1, 64]},
@@ -525,6 +525,7 @@ def test_two_fully_connected_layers_are_two_subgraphs_through_the_gpu_reshape():
     )
     report = predict(model, "orin", "10.3")
     assert [(n.device, n.subgraph) for n in report.nodes] == [("DLA", 1), ("DLA", 2)]
+    assert report.transitions == 2  # as for any GPU layer between two DLA layers: out to the reshape, back in
 
 
 def test_a_subgraphs_number_and_local_memory_at_fp16_and_the_1_gib_cap():

@@ -824,7 +824,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
         groups = groups[: lim.max_subgraphs]
 
     subgraphs = [_subgraph(graph, i + 1, grp, verdicts, nodes, alias, lim, findings) for i, grp in enumerate(groups)]
-    transitions, islands = _boundaries(units, preds, verdicts, nodes, graph, alias)
+    transitions, islands = _boundaries(units, preds, verdicts, nodes, graph, alias, exits)
     for idx, target in merged.items():
         host = verdicts[target]
         node = nodes[idx]
@@ -1058,8 +1058,10 @@ def _boundaries(
     nodes: List[Any],
     graph: Graph,
     alias: Dict[str, str],
+    exits: Set[int],
 ) -> Tuple[int, int]:
-    """DLA<->GPU crossings (one per tensor and receiving side) and GPU islands between DLA layers."""
+    """DLA<->GPU crossings (one per tensor and receiving side) and GPU islands between DLA layers. A fully connected
+    layer's output (an exit) crosses to its GPU reshape_after, and from there back to each DLA consumer."""
     crossings: Set[Tuple[str, Any]] = set()
     for v in units:
         for name in nodes[v].input:
@@ -1068,8 +1070,10 @@ def _boundaries(
                 continue
             u = graph.producer[t]
             src, dst = verdicts[u], verdicts[v]
-            if src.device == DLA and dst.device == GPU:
+            if src.device == DLA and (dst.device == GPU or u in exits):
                 crossings.add((t, GPU))
+                if dst.device == DLA:
+                    crossings.add((t, dst.subgraph))
             elif src.device == GPU and dst.device == DLA:
                 crossings.add((t, dst.subgraph))
     # GPU islands: connected GPU regions with a DLA producer and a DLA consumer.
