@@ -525,7 +525,20 @@ def test_two_fully_connected_layers_are_two_subgraphs_through_the_gpu_reshape():
     )
     report = predict(model, "orin", "10.3")
     assert [(n.device, n.subgraph) for n in report.nodes] == [("DLA", 1), ("DLA", 2)]
-    assert report.transitions == 2  # as for any GPU layer between two DLA layers: out to the reshape, back in
+    # As for any GPU layer between two DLA layers: out to the reshape and back in, and the reshape is a GPU island.
+    assert (report.transitions, report.gpu_islands) == (2, 1)
+    # 20 in a chain: 20 one-layer subgraphs wanted, 16 kept; 15 reshapes lead from one DLA layer to the next
+    # (2 crossings and an island each), the 16th to the GPU layers past the cap (1 crossing).
+    chain = build(
+        [helper.make_node("Gemm", ["x" if i == 0 else f"h{i - 1}"], [f"h{i}" if i < 19 else "y"]) for i in range(20)],
+        {"x": [1, 16]},
+    )
+    for i, node in enumerate(chain.graph.node):
+        node.input.append(f"w{i}")
+        chain.graph.initializer.append(onnx.numpy_helper.from_array(w(16, 16), f"w{i}"))
+    report = predict(chain, "orin", "10.3")
+    assert (report.candidate_subgraphs, len(report.subgraphs)) == (20, 16)
+    assert (report.transitions, report.gpu_islands) == (31, 15)
 
 
 def test_a_subgraphs_number_and_local_memory_at_fp16_and_the_1_gib_cap():

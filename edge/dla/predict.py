@@ -1076,25 +1076,29 @@ def _boundaries(
                     crossings.add((t, dst.subgraph))
             elif src.device == GPU and dst.device == DLA:
                 crossings.add((t, dst.subgraph))
-    # GPU islands: connected GPU regions with a DLA producer and a DLA consumer.
-    gpu = [u for u in units if verdicts[u].device == GPU]
-    parent = {u: u for u in gpu}
+    # GPU islands: connected GPU regions with a DLA producer and a DLA consumer. A DLA exit's reshape_after is a GPU
+    # node of its own between the exit and its consumers.
+    shuffles = {e: ("reshape_after", e) for e in exits if verdicts[e].device == DLA}
+    linked = {v: [shuffles.get(p, p) for p in preds[v]] for v in units}
+    linked.update({r: [e] for e, r in shuffles.items()})
+    on_dla = {u for u in units if verdicts[u].device == DLA}
+    parent: Dict[Any, Any] = {u: u for u in linked if u not in on_dla}
 
-    def find(u: int) -> int:
+    def find(u: Any) -> Any:
         while parent[u] != u:
             u = parent[u]
         return u
 
-    for v in gpu:
-        for p in preds[v]:
+    for v in parent:
+        for p in linked[v]:
             if p in parent:
                 parent[find(p)] = find(v)
     fed, feeds = set(), set()
-    for v in units:
-        for p in preds[v]:
-            if verdicts[p].device == DLA and v in parent:
+    for v, ps in linked.items():
+        for p in ps:
+            if p in on_dla and v in parent:
                 fed.add(find(v))
-            if verdicts[v].device == DLA and p in parent:
+            if v in on_dla and p in parent:
                 feeds.add(find(p))
     return len(crossings), len(fed & feeds)
 
