@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from edge.config import TASK_TYPES, TaskConfig
@@ -64,19 +64,20 @@ def corners(cands):
     return [(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, s, c) for cx, cy, w, h, s, c in cands]
 
 
+def iou64(a, b) -> float:
+    """The IoU of two corner boxes in Python floats."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
 def oracle(rows, conf, iou_thr, max_det, agnostic=False):
     """Greedy NMS from its definition, one box at a time, in plain Python."""
-
-    def iou(a, b):
-        w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-        h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-        inter = w * h
-        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-        return inter / union if union > 0 else 0.0
-
     kept = []
     for r in sorted((r for r in rows if r[4] > conf), key=lambda r: -r[4]):
-        if all((not agnostic and k[5] != r[5]) or iou(k, r) <= iou_thr for k in kept):
+        if all((not agnostic and k[5] != r[5]) or iou64(k, r) <= iou_thr for k in kept):
             kept.append(r)
         if len(kept) == max_det:
             break
@@ -165,7 +166,9 @@ def test_raw_heads_keep_what_greedy_nms_keeps(cands, layout, iou_thr, agnostic):
     labels = [f"c{i}" for i in range(5)]
     post = decoder({"out": raw}, labels, iou_threshold=iou_thr, score_threshold=0.25, agnostic_nms=agnostic)
     assert post.layout == layout
-    want = oracle(corners(cands), 0.25, iou_thr, 300, agnostic)
+    rows = corners(cands)
+    assume(all(abs(iou64(a, b) - iou_thr) > 1e-5 for i, a in enumerate(rows) for b in rows[i + 1 :]))  # a tie rounds either way
+    want = oracle(rows, 0.25, iou_thr, 300, agnostic)
     # inside a 640 frame, nothing is clipped: same boxes; the letterbox only maps them
     want = [w for w in want if min(w[2], 640) > max(w[0], 0) and min(w[3], 640) > max(w[1], 0)]
     got = as_rows(post({"out": raw}, identity()))
@@ -392,8 +395,12 @@ def test_the_shape_hint_for_a_dynamic_detector_is_a_usable_size(tmp_path, meta, 
 def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, rounds, few, agnostic, thr):
     """The rounds over the suppression pairs, the walk over its edges when the rounds run out, and the box-by-box walk
     (PAIRS, ROUNDS and FEW lowered to reach them), keep
-    exactly what greedy NMS from its definition keeps, ties of score broken by position."""
+    exactly what greedy NMS from its definition keeps, ties of score broken by position. A threshold equal to some
+    pair's IoU is left out: whether 264/792 is above 1/3 depends on the precision it is computed in (float32 here, as
+    in torchvision's kernel; float64 in the oracle)."""
     from edge.runtime.postprocess import boxes as core
+
+    assume(all(abs(exact_iou(a, b) - thr) > 1e-6 for i, a in enumerate(rows) for b in rows[i + 1 :]))
 
     monkeypatch.setattr(core, "PAIRS", matrix)
     monkeypatch.setattr(core, "ROUNDS", rounds)
@@ -404,6 +411,15 @@ def test_nms_is_greedy_nms_whatever_path_it_takes(monkeypatch, rows, matrix, rou
     want = [r[:5] for r in oracle([(*b[i], scores[i], cls[i]) for i in range(len(rows))], -1.0, thr, 7, agnostic)]
     got = core.nms(b, scores, thr, 7, None if agnostic else cls)
     assert [(*b[i], scores[i]) for i in got] == [tuple(w) for w in want]
+
+
+def exact_iou(a, b) -> float:
+    """The IoU of two integer (x, y, w, h) boxes as an exact fraction, rounded once."""
+    from fractions import Fraction
+
+    w = max(0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
+    h = max(0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
+    return float(Fraction(w * h, a[2] * a[3] + b[2] * b[3] - w * h))
 
 
 dims = st.one_of(st.integers(-2, 9000), st.none(), st.text(max_size=3))
