@@ -543,3 +543,93 @@ def test_the_range_grows_by_the_smallest_power_of_two_that_holds_the_new_maximum
     assert t.range == 16.0
     t.add(np.array([16.5], np.float32))
     assert t.range == 32.0 and t.hist.sum() == 5
+
+
+def test_a_tiny_budget_makes_the_number_of_groups_that_costs_least_by_hand():
+    """Four tensors of 100 bytes, sessions of 200: g groups cost about 200 g + 2 * 400 / g, which is 1000, 800 and
+    1000 for 1, 2 and 4 groups: two groups of two."""
+    sizes = {k: 100 for k in "abcd"}
+    assert plan(sizes, 10, 1, 200) == (1, [["a", "b"], ["c", "d"]])
+    assert plan(sizes, 10, 1, 0) == (1, [["a"], ["b"], ["c"], ["d"]])  # sessions free: the budget alone decides
+
+
+def _relu_128() -> onnx.ModelProto:
+    """x -> Relu -> y on 3 x 128 x 128 images: activations far larger than the model."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 128, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 128, 128])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _frames(count: int, seed: int) -> ImageSet:
+    rng = np.random.default_rng(seed)
+    frames = [rng.integers(0, 256, (128, 128, 3), dtype=np.uint8) for _ in range(count)]
+    return ImageSet("synthetic", PreprocessSpec(width=128, height=128), lambda i: frames[i], count)
+
+
+def test_collect_keeps_to_max_batch_and_split_groups_measure_the_same_values():
+    """The batch never exceeds max_batch however large the budget; a budget below one image's tensors runs them in
+    groups (one ONNX Runtime session each) and must measure exactly what one group measures at the same batch."""
+    from edge.calib.stats import per_image_bytes, session_bytes
+
+    model, images = _relu_128(), _frames(5, 6)
+    graph = prepare(model, {"x": (1, 3, 128, 128)})
+    calls = []
+    whole = collect(model, graph, images, ["x", "y"], max_batch=2, progress=lambda *a: calls.append(a))
+    assert calls == [(2, 2), (4, 2), (5, 2)]
+    one_image = 2 * 4 * 3 * 128 * 128  # x and y as float32
+    assert plan(per_image_bytes(graph, ["x", "y"]), one_image // 2, 2, session_bytes(model)) == (1, [["x"], ["y"]])
+    split = collect(model, graph, images, ["x", "y"], budget_bytes=one_image, max_batch=2)  # half each: one tensor
+    whole = collect(model, graph, images, ["x", "y"], max_batch=1)
+    for name in ("x", "y"):
+        a, b = whole[name], split[name]
+        assert (a.absmax, a.range) == (b.absmax, b.range) and np.array_equal(a.hist, b.hist), name
+    assert whole["y"].hist.sum() == 5 * 3 * 128 * 128
+
+
+def test_a_batch_of_images_each_below_the_sampling_threshold_is_counted_whole():
+    """3 x 128 x 128 = 49,152 values per image, under SAMPLE_ABOVE (65,536): a batch of four (196,608 values in one
+    run) is still counted value by value."""
+    from edge.calib.stats import SAMPLE_ABOVE
+
+    assert 3 * 128 * 128 < SAMPLE_ABOVE < 4 * 3 * 128 * 128
+    model = _relu_128()
+    graph = prepare(model, {"x": (1, 3, 128, 128)})
+    stats = collect(model, graph, _frames(4, 7), ["x", "y"], max_batch=4)
+    assert stats["x"].hist.sum() == stats["y"].hist.sum() == 4 * 3 * 128 * 128
+
+
+def test_a_tensor_is_measured_through_another_only_when_that_one_is_measured_too():
+    from edge.calib.stats import value_sources
+
+    graph = prepare(_tiny_model(), {"x": (1, 3, 8, 8)})
+    assert value_sources(graph, ["relu", "flat_out"]) == {"flat_out": "relu"}
+    assert value_sources(graph, ["flat_out"]) == {}  # its input is not measured: it is measured itself
+
+
+def test_the_range_grows_past_a_maximum_that_log2_rounds_down():
+    """2^40 (1 + 2^-52) over a range of 1: Python's log2 gives exactly 40, yet 2^40 is below it; the range must be
+    the next power of two, 2^41 (float64 tensors are calibrated as they are)."""
+    m = 2.0**40 * (1 + 2.0**-52)
+    assert math.log2(m) == 40.0 and 2.0**40 < m
+    t = TensorStats("t")
+    t.add(np.array([1.0]))
+    t.add(np.array([m]))
+    assert (t.range, t.absmax, t.hist.sum()) == (2.0**41, m, 2)
+
+
+def test_a_model_onnx_runtime_refuses_is_one_line_with_its_first_line():
+    ort = pytest.importorskip("onnxruntime")
+    from edge.calib.stats import TensorTap
+
+    model = _tiny_model()
+    model.graph.node[1].op_type = "NoSuchOp"
+    with pytest.raises(Exception) as direct:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    first = str(direct.value).splitlines()[0]
+    with pytest.raises(EdgeError) as ours:
+        TensorTap(model, [["relu"]])
+    assert str(ours.value) == f"ONNX Runtime cannot load the model ({first})"

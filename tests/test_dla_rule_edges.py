@@ -731,3 +731,103 @@ def test_a_subgraph_over_its_weight_cap_says_how_many_mib_and_the_report_has_its
     report = _predict(prepare(model), dataclasses.replace(limits_for("orin"), max_weight_bytes=1000), "fp16", "t")
     assert "DLA subgraph 1: weights 2 MiB at FP16 >= 512 MiB (sub.weights)" in report.findings
     assert report.to_dict()["legend"].startswith("reason = the value that broke the rule [rule id]")
+
+
+def test_a_tensor_of_symbolic_shape_is_named_with_the_dimensions_onnx_inferred():
+    """A Slice with runtime starts and ends keeps the rank; ONNX's own shape inference names each unknown dimension."""
+    model = build(
+        [helper.make_node("Slice", ["x", "s", "e"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+        {"x": [1, 4, 8, 8], "s": [4], "e": [4]},
+    )
+    for i in (1, 2):
+        model.graph.input[i].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
+    dims = [d.dim_param for v in inferred if v.name == "r" for d in v.type.tensor_type.shape.dim]
+    assert len(dims) == 4 and all(dims)
+    assert (verdict(model).rule, verdict(model).value) == ("gen.static", f"tensor 'r' has shape {'x'.join(dims)}")
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 1, 1), (2, 1, 1), (1, 1, 2, 1, 1)])
+def test_a_per_channel_constant_of_two_channels_or_rank_three_is_a_scale_layer(shape):
+    """TensorRT's ONNX parser makes a SCALE layer of an element-wise op whose constant holds one value per channel,
+    however few channels (2 here) and whether or not the batch axis is spelled out (C x 1 x 1 broadcasts)."""
+    model = binary("Mul", w(*shape), x_shape=(1, 2, 4, 4) if len(shape) < 5 else (1, 1, 2, 4, 4))
+    v = verdict(model)
+    want = ("scale.standalone", "Mul by a per-channel constant, not after a convolution")
+    assert (v.rule, v.value) == (want if len(shape) < 5 else ("gen.rank4", "5-D tensor 1x1x2x4x4"))
+
+
+def test_a_slice_without_axes_cuts_from_the_first_axis():
+    """ONNX Slice: axes default to [0, 1, ..., len(starts) - 1], so one start cuts the batch axis."""
+    x = {"x": [2, 4, 8, 8]}
+    inputs = {"s": np.array([1], np.int64), "e": np.array([2], np.int64)}
+    sliced = build([helper.make_node("Slice", ["x", "s", "e"], ["y"])], x, inputs)
+    assert (verdict(sliced).rule, verdict(sliced).value) == ("slice.axis0", "slices the batch axis")
+    old = build([helper.make_node("Slice", ["x"], ["y"], starts=[1], ends=[2])], x, opset=9)
+    assert (verdict(old).rule, verdict(old).value) == ("slice.axis0", "slices the batch axis")
+    # the whole batch kept, the channels cut: axes 0 and 1, nothing refused
+    whole = build([helper.make_node("Slice", ["x"], ["y"], starts=[0, 0], ends=[2, 3])], x, opset=9)
+    assert verdict(whole).device == "DLA"
+
+
+@pytest.mark.parametrize("auto_pad, pads", [("SAME_UPPER", "1x1x2x1"), ("SAME_LOWER", "2x1x1x1")])
+def test_same_padding_takes_height_and_width_from_their_own_axes(auto_pad, pads):
+    """Input 9 high, 8 wide, 3 channels; kernel 2, stride 2, dilation 3 (ONNX auto_pad):
+    height total = (ceil(9 / 2) - 1) * 2 + (2 - 1) * 3 + 1 - 9 = 3 -> 1 and 2; width (4 - 1) * 2 + 4 - 8 = 2 -> 1 and 1.
+    A pad of 2 is not below the kernel of 2: conv.pad names them."""
+    v = verdict(conv((1, 3, 9, 8), (8, 3, 2, 2), strides=[2, 2], dilations=[3, 3], auto_pad=auto_pad))
+    assert (v.rule, v.value) == ("conv.pad", f"pads {pads} with kernel 2x2")
+
+
+def test_a_pad_with_runtime_pads_or_an_old_nonzero_value_stays_a_layer_of_its_own():
+    runtime = build(
+        [helper.make_node("Pad", ["x", "p"], ["t"]), helper.make_node("Conv", ["t", "w"], ["y"])],
+        {"x": [1, 4, 16, 16], "p": [8]},
+        {"w": w(8, 4, 3, 3)},
+    )
+    runtime.graph.input[1].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    pad = predict(runtime, "orin", "10.3").nodes[0]
+    assert (pad.op, pad.fused_into, pad.device) == ("Pad", None, "GPU")
+    # Pad-2 takes its fill from the attribute 'value' (default 0): only a zero fill is a convolution's padding
+    hw = [0, 0, 1, 1, 0, 0, 1, 1]
+    assert _folded(_pad_then("Conv", hw, opset=2, value=0.0))
+    assert not _folded(_pad_then("Conv", hw, opset=2, value=1.0))
+
+
+def test_a_report_shows_twenty_folding_notes_and_counts_the_rest():
+    """25 constants each over a 1 KiB folding cap: 25 notes, of which a report prints the first 20."""
+    one = onnx.numpy_helper.from_array(np.array([0.5], np.float32))
+    nodes = [helper.make_node("ConstantOfShape", ["s"], [f"c{i}"], value=one) for i in range(25)]
+    nodes += [helper.make_node("Sum", [f"c{i}" for i in range(25)], ["y"])]
+    model = build(nodes, {}, {"s": np.array([1, 3, 64, 64], np.int64)})
+    graph = prepare(model, cap_bytes=1024)
+    assert len(graph.notes) == 25
+    report = _predict(graph, limits_for("orin"), "fp16", "t")
+    shown = [f for f in report.findings if "not folded: its output would take" in f]
+    assert shown == graph.notes[:20] and "'c19'" in shown[-1]
+    assert "5 more nodes not folded or not analysed" in report.findings
+
+
+def test_an_input_declared_without_a_shape_is_dynamic_not_a_scalar():
+    """ONNX: a tensor type without a shape field has an unknown shape; a shape with no dimensions is a scalar."""
+    model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": None})
+    with pytest.raises(EdgeError, match=r"dynamic input 'x' \(no shape\): the DLA needs static shapes"):
+        predict(model, "orin", "10.3")
+    report = predict(model, "orin", "10.3", {"x": (1, 4, 8, 8)})
+    assert report.findings[0].startswith(
+        "input 'x' is without a shape; DLA needs static shapes: build with min = opt = max = 1x4x8x8"
+    )
+    assert report.dynamic_inputs == {"x": None} and report.nodes[0].device == "DLA"
+    scalar = build([helper.make_node("Relu", ["x"], ["y"])], {"x": []})
+    assert (verdict(scalar).rule, verdict(scalar).value) == ("gen.rank4", "0-D tensor (scalar)")
+
+
+def test_a_scalar_counts_one_element_and_an_unknown_shape_none():
+    """One operation per output element: a Neg of a scalar (a ReduceSum of everything, keepdims 0) is one."""
+    model = build(
+        [helper.make_node("ReduceSum", ["x"], ["t"], keepdims=0), helper.make_node("Neg", ["t"], ["y"])], {"x": [1, 4, 8, 8]}
+    )
+    assert predict(model, "orin", "10.3").nodes[1].flops == 1
+    custom = build([helper.make_node("MyOp", ["x"], ["y"], domain="custom")], {"x": [1, 4, 8, 8]})
+    custom.opset_import.append(helper.make_opsetid("custom", 1))
+    assert predict(custom, "orin", "10.3").nodes[0].flops == 0

@@ -41,6 +41,7 @@ _PARAMS_SET_SHAPE = {"Slice", "Split", "Resize", "Upsample", "ReduceMax"}
 # An element-wise op with a constant per-channel operand: the builder makes it a SCALE layer.
 _SCALE_OPS = {"Mul", "Add", "Sub"}
 _SHUFFLE = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
+_NOTES = 20  # folding notes shown in a report; the rest are counted
 _QUANT = {
     "QuantizeLinear",
     "DequantizeLinear",
@@ -126,7 +127,7 @@ class Report:
     jetpack: str
     precision: str
     inputs: Dict[str, List[int]]
-    dynamic_inputs: Dict[str, List[Union[int, str]]]
+    dynamic_inputs: Dict[str, Optional[List[Union[int, str]]]]  # None: declared without a shape
     nodes: List[NodeVerdict]
     subgraphs: List[Subgraph]
     transitions: int  # tensors crossing DLA<->GPU (one reformat each)
@@ -234,7 +235,7 @@ def _in_range(values: List[int], bounds: Tuple[int, int]) -> bool:
 
 
 def _x(values: List[int]) -> str:
-    return "x".join(str(v) for v in values)
+    return "x".join(str(v) for v in values) if values else "(scalar)"
 
 
 def _conv_pads(node: Any, a: Dict[str, Any], kernel: List[int], g: Graph) -> List[int]:
@@ -610,7 +611,7 @@ def _check_general(ctx: _Ctx, node: Any, rank4: bool = True) -> Broken:
     for name in ctx.data_inputs(node) + [o for o in node.output if o]:
         dims = g.shape(name)
         if not is_static(dims):
-            return "gen.static", f"tensor '{name}' has shape {_x(list(dims)) if dims else 'unknown'}"
+            return "gen.static", f"tensor '{name}' has shape {'unknown' if dims is None else _x(list(dims))}"
         dtype = g.dtypes.get(name, 0)
         if dtype not in _FLOAT_TYPES and not (dtype in _CAST_TYPES and node.op_type in _COMPARE | {"Cast"}):
             return "gen.dtype", f"tensor '{name}' is {_dtype_name(dtype)}"
@@ -632,7 +633,8 @@ def _dtype_name(dtype: int) -> str:
 
 
 def _numel(dims: Any) -> int:
-    return math.prod(d for d in dims if isinstance(d, int)) if dims else 0  # Python ints: no int64 overflow
+    # a scalar () has one element, an unknown shape (None) none counted; Python ints: no int64 overflow
+    return math.prod(d for d in dims if isinstance(d, int)) if dims is not None else 0
 
 
 def _flops(g: Graph, node: Any) -> int:
@@ -746,7 +748,7 @@ def predict(
         raise EdgeError(f"precision must be fp16 or int8 for DLA, not '{precision}'")
     limits = limits_for(target, trt)
     label = str(model) if isinstance(model, (str, Path)) else None
-    model = load_model(model) if isinstance(model, (str, Path)) else model
+    model = load_model(model)
     qdq_note = None
     if has_qdq(model):  # the DLA takes no Q/DQ before TensorRT 11: predict what edge-build builds, the translation
         try:
@@ -823,7 +825,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
                 verdicts[u].device, verdicts[u].rule, verdicts[u].value = GPU, "sub.cap", f"would be DLA subgraph {number}"
         groups = groups[: lim.max_subgraphs]
 
-    subgraphs = [_subgraph(graph, i + 1, grp, verdicts, nodes, alias, lim, findings) for i, grp in enumerate(groups)]
+    subgraphs = [_subgraph(graph, i + 1, grp, verdicts, nodes, lim, findings) for i, grp in enumerate(groups)]
     transitions, islands = _boundaries(units, preds, verdicts, nodes, graph, alias, exits)
     for idx, target in merged.items():
         host = verdicts[target]
@@ -840,7 +842,9 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
             v.unconfirmed.append("pad.conv")
         verdicts[idx] = v
     findings[:0] = _input_findings(graph)
-    findings += graph.notes[:20]  # each says what was not folded and why
+    findings += graph.notes[:_NOTES]  # each says what was not folded and why
+    if len(graph.notes) > _NOTES:
+        findings.append(f"{len(graph.notes) - _NOTES} more nodes not folded or not analysed")
     if graph.unknown_ops:
         findings.append(
             "no shape inference for "
@@ -862,7 +866,7 @@ def _predict(graph: Graph, lim: Limits, precision: str, label: str) -> Report:
         jetpack=lim.jetpack,
         precision=precision,
         inputs={n: [int(d) for d in dims] for n, dims in graph.input_shapes.items()},
-        dynamic_inputs={n: list(d) for n, d in graph.dynamic_inputs().items()},
+        dynamic_inputs={n: None if d is None else list(d) for n, d in graph.dynamic_inputs().items()},
         nodes=[verdicts[u] for u in sorted(verdicts)],
         subgraphs=subgraphs,
         transitions=transitions,
@@ -1030,7 +1034,6 @@ def _subgraph(
     grp: List[int],
     verdicts: Dict[int, NodeVerdict],
     nodes: List[Any],
-    alias: Dict[str, str],
     lim: Limits,
     findings: List[str],
 ) -> Subgraph:
@@ -1107,8 +1110,9 @@ def _input_findings(graph: Graph) -> List[str]:
     out = []
     for name, dims in graph.dynamic_inputs().items():
         fixed = _x(graph.input_shapes[name])
+        declared = "without a shape" if dims is None else f"dynamic in the file [{', '.join(str(d) for d in dims)}]"
         out.append(
-            f"input '{name}' is dynamic in the file [{', '.join(str(d) for d in dims)}]; DLA needs static shapes: build with "
-            f"min = opt = max = {fixed} (the engine then takes only that shape) or let --fix write {fixed} into the ONNX"
+            f"input '{name}' is {declared}; DLA needs static shapes: build with min = opt = max = {fixed} (the engine "
+            f"then takes only that shape) or let --fix write {fixed} into the ONNX"
         )
     return out

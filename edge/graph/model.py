@@ -319,8 +319,8 @@ class Graph:
     shapes: Dict[str, Dims]
     dtypes: Dict[str, int]
     consts: Dict[str, np.ndarray]
-    input_shapes: Dict[str, Dims]  # after --shape
-    declared_inputs: Dict[str, Dims]  # as the file declares them
+    input_shapes: Dict[str, Optional[Dims]]  # after --shape
+    declared_inputs: Dict[str, Optional[Dims]]  # as the file declares them (None: no shape)
     folded: List[int] = field(default_factory=list)  # node indices computed at build time
     notes: List[str] = field(default_factory=list)  # what folding left alone because of the byte cap
     unknown_ops: Dict[str, int] = field(default_factory=dict)  # op -> nodes whose output shapes nothing infers
@@ -340,7 +340,7 @@ class Graph:
             return tuple(self.consts[name].shape)
         return self.shapes.get(name)
 
-    def dynamic_inputs(self) -> Dict[str, Dims]:
+    def dynamic_inputs(self) -> Dict[str, Optional[Dims]]:
         """Inputs whose file declaration is not static: a DLA finding even when --shape pinned them."""
         return {n: d for n, d in self.declared_inputs.items() if not is_static(d)}
 
@@ -409,7 +409,7 @@ def prepare(
     """
     require("onnx", "reading ONNX models")
     model = load_model(source)
-    declared = {i.name: _dims(i) or () for i in model_inputs(model)}
+    declared = {i.name: _dims(i) for i in model_inputs(model)}  # None: no shape at all, not a scalar
     model = pin_inputs(model, shapes or {})
     g = model.graph
     values: Dict[str, np.ndarray] = {}
@@ -425,7 +425,7 @@ def prepare(
         found.shapes,
         found.dtypes,
         found.values,
-        {i.name: _dims(i) or () for i in model_inputs(model)},
+        {i.name: _dims(i) for i in model_inputs(model)},
         declared,
         folded=found.folded,
         notes=found.notes,
