@@ -384,7 +384,24 @@ REFUSALS = [
     (_M + "source: {uri: a.mp4, format: nv12}\n", "source.format", None),
     (_M + "sources: [{uri: a.mp4, task: {score_threshold: 2}}]\n", "sources[0].task.score_threshold", "2.0"),
     (_M + "sources: [{uri: a.mp4}]\npool: {engines: [tpu]}\n", "pool.engines", None),
+    (_M + "task: {type: ssd, anchor_grids: [[3]]}\n", "task.anchor_grids", "[[3]]"),
 ]
+
+
+@pytest.mark.parametrize(
+    "extra, key, fix",
+    [
+        ("preprocess: gpu\n", "preprocess", "use preprocess: cpu"),
+        # an Orin's engines: its GPU and two DLA cores (NVIDIA's Jetson AGX Orin and Orin NX module data sheets)
+        ("pool: {engines: [cpu]}\n", "pool.engines", "'cpu' is not an engine of backend tensorrt; use gpu, dla0, dla1"),
+    ],
+)
+def test_a_tensorrt_pool_refuses_gpu_preprocessing_and_engines_it_does_not_have(tmp_path, extra, key, fix):
+    (tmp_path / "m.engine").write_bytes(bytes(64))
+    p = write(tmp_path, "model: {engine: m.engine}\nbackend: tensorrt\nsources: [{uri: a.mp4}]\n" + extra)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value).startswith(f"{p}: key '{key}': ") and str(e.value).endswith(fix), e.value
 
 
 @pytest.mark.parametrize("text, key, given", REFUSALS, ids=[f"{c[1]}-{i}" for i, c in enumerate(REFUSALS)])
