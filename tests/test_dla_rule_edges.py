@@ -831,3 +831,37 @@ def test_a_scalar_counts_one_element_and_an_unknown_shape_none():
     custom = build([helper.make_node("MyOp", ["x"], ["y"], domain="custom")], {"x": [1, 4, 8, 8]})
     custom.opset_import.append(helper.make_opsetid("custom", 1))
     assert predict(custom, "orin", "10.3").nodes[0].flops == 0
+
+
+def test_a_refused_stride_names_it_and_a_negative_batch_axis_is_the_batch():
+    v = verdict(conv(strides=[9, 9]))  # NvInfer.h: DLA convolution strides 1..8
+    assert (v.rule, v.value) == ("conv.stride", "stride 9x9")
+    # ONNX: a negative axis counts from the end; -4 of a 4-D tensor is axis 0
+    model = build([helper.make_node("ReduceMax", ["x"], ["y"], axes=[-4])], {"x": [2, 4, 8, 8]})
+    assert (verdict(model, trt="10.3").rule, verdict(model, trt="10.3").value) == ("reduce.axes", "reduces the batch axis")
+    inner = build([helper.make_node("ReduceMax", ["x"], ["y"], axes=[-1])], {"x": [2, 4, 8, 8]})
+    assert verdict(inner).rule != "reduce.axes"
+
+
+def test_a_single_value_constant_is_an_elementwise_operand_not_a_per_channel_scale():
+    """A 1 x 1 x 1 x 1 constant holds one value for every channel: TensorRT's parser keeps it ELEMENTWISE."""
+    v = verdict(binary("Mul", w(1, 1, 1, 1)))
+    assert (v.device, v.rule, v.layer) == ("DLA", None, "ELEMENTWISE(PROD)")
+
+
+def test_a_matmul_with_weights_of_three_dimensions_is_not_a_fully_connected_layer():
+    """A 2-D input runs on the DLA only as a fully connected layer, which takes 2-D weights; a 4-D input's batched
+    product is no fully connected layer either, and the reason names the weights."""
+    model = build([helper.make_node("MatMul", ["x", "b"], ["y"])], {"x": [4, 16]}, {"b": w(2, 16, 8)})
+    assert (verdict(model).device, verdict(model).rule, verdict(model).value) == ("GPU", "gen.rank4", "2-D tensor 4x16")
+    model = build([helper.make_node("MatMul", ["x", "b"], ["y"])], {"x": [1, 2, 4, 16]}, {"b": w(2, 16, 8)})
+    v = verdict(model)
+    assert (v.device, v.rule, v.value) == ("GPU", "matmul.fc", "3-D weights (a fully connected layer takes 2-D weights)")
+
+
+def test_the_dynamic_input_error_shows_the_declared_dimensions_and_the_json_has_each_reason():
+    model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": ["N", 3, 64, 64]})
+    with pytest.raises(EdgeError, match=r"^dynamic input 'x' \['N', 3, 64, 64\]: the DLA needs static shapes"):
+        predict(model, "orin", "10.3")
+    report = predict(conv(strides=[9, 9]), "orin", "10.3")
+    assert report.to_dict()["nodes"][0]["reason"] == "stride 9x9 [conv.stride]"

@@ -531,6 +531,9 @@ def _check_split(ctx: _Ctx, node: Any) -> Broken:
 def _check_matmul(ctx: _Ctx, node: Any) -> Broken:
     if len(node.input) < 2 or node.input[1] not in ctx.g.consts:
         return "matmul.weights", "both operands are runtime tensors"
+    weights = ctx.g.consts[node.input[1]]
+    if weights.ndim != 2:
+        return "matmul.fc", f"{weights.ndim}-D weights (a fully connected layer takes 2-D weights)"
     if not _fully_connected(ctx.g, node):
         return "matmul.fc", f"{len(ctx.g.shape(node.input[0]) or ())}-D input (the builder converts 2-D inputs only)"
     return None  # the feature counts are the input's and output's last dimensions: the general size cap holds them
