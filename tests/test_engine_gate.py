@@ -48,8 +48,10 @@ def refused(fn, *args) -> str:
 
 
 @pytest.mark.parametrize("value, want", [("8.7", "8.7"), ("sm_87", "8.7"), ("SM87", "8.7"), ("87", "8.7"), (8.7, "8.7"),
-                                         ([8, 7], "8.7"), ((10, 1), "10.1"), ("101", "10.1"), (None, None)])  # fmt: skip
+                                         ([8, 7], "8.7"), ((10, 1), "10.1"), ("101", "10.1"), (None, None),
+                                         ("8", "8")])  # fmt: skip
 def test_compute_capability_spellings(value, want):
+    # one digit is not split into a major and a minor
     assert normalise_cc(value) == want
 
 

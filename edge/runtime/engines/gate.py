@@ -34,7 +34,7 @@ def normalise_cc(value: Any) -> Optional[str]:
     if isinstance(value, (list, tuple)) and len(value) == 2:
         return f"{int(value[0])}.{int(value[1])}"
     text = str(value).strip().lower().replace("sm_", "").replace("sm", "")
-    if "." not in text and len(text) >= 2 and text.isdigit():  # "87" as in sm_87
+    if len(text) >= 2 and text.isdigit():  # "87" as in sm_87 (a dot is not a digit)
         return f"{text[:-1]}.{text[-1]}"
     return text
 
