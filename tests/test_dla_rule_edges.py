@@ -815,7 +815,7 @@ def test_an_input_declared_without_a_shape_is_dynamic_not_a_scalar():
         predict(model, "orin", "10.3")
     report = predict(model, "orin", "10.3", {"x": (1, 4, 8, 8)})
     assert report.findings[0].startswith(
-        "input 'x' is without a shape; DLA needs static shapes: build with min = opt = max = 1x4x8x8"
+        "input 'x' is declared without a shape; DLA needs static shapes: build with min = opt = max = 1x4x8x8"
     )
     assert report.dynamic_inputs == {"x": None} and report.nodes[0].device == "DLA"
     scalar = build([helper.make_node("Relu", ["x"], ["y"])], {"x": []})

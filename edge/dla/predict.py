@@ -1113,7 +1113,7 @@ def _input_findings(graph: Graph) -> List[str]:
     out = []
     for name, dims in graph.dynamic_inputs().items():
         fixed = _x(graph.input_shapes[name])
-        declared = "without a shape" if dims is None else f"dynamic in the file [{', '.join(str(d) for d in dims)}]"
+        declared = "declared without a shape" if dims is None else f"dynamic in the file [{', '.join(str(d) for d in dims)}]"
         out.append(
             f"input '{name}' is {declared}; DLA needs static shapes: build with min = opt = max = {fixed} (the engine "
             f"then takes only that shape) or let --fix write {fixed} into the ONNX"
