@@ -137,6 +137,21 @@ def test_mse_error_by_hand():
     assert err[3] == pytest.approx(2 * rounding[3], rel=1e-12)
 
 
+def test_values_below_half_a_step_round_to_zero_and_cost_their_own_square():
+    """2048 bins of width 1, clipped at T = 2048: the INT8 step is 2048 / 127 = 16.13, so every value below 8.06
+    rounds to 0. One value uniform in bin 6, [6, 7), then costs E[x^2] = (7^3 - 6^3) / 3 = 127 / 3 exactly; in bin 3,
+    (4^3 - 3^3) / 3 = 37 / 3."""
+    for b, want in ((6, 127 / 3), (3, 37 / 3)):
+        hist = np.zeros(2048, np.int64)
+        hist[b] = 1
+        assert mse_errors(hist)[-1] == pytest.approx(want, rel=1e-12)
+
+
+def test_a_histogram_without_counts_keeps_the_largest_absolute_value():
+    for method in ("entropy", "mse", "percentile"):
+        assert amax(method, np.zeros(2048, np.int64), 4.0, 2.5) == 2.5
+
+
 def test_minmax_is_the_largest_absolute_value_and_zero_tensors_stay_zero():
     assert amax("minmax", np.array([1, 2, 3]), 8.0, 7.25) == 7.25
     assert amax("entropy", np.zeros(2048, np.int64), 0.0, 0.0) == 0.0

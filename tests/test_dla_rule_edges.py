@@ -865,3 +865,66 @@ def test_the_dynamic_input_error_shows_the_declared_dimensions_and_the_json_has_
         predict(model, "orin", "10.3")
     report = predict(conv(strides=[9, 9]), "orin", "10.3")
     assert report.to_dict()["nodes"][0]["reason"] == "stride 9x9 [conv.stride]"
+
+
+def test_an_int8_comparison_needs_a_cast_after_it_and_nothing_else():
+    """The DLA runs a comparison only in INT8 and only into a Cast (NVIDIA's DLA supported layers): one that is a
+    network output, or also feeds another layer, stays on the GPU."""
+    output = build([helper.make_node("Greater", ["x", "b"], ["y"])], {"x": [1, 4, 8, 8]}, {"b": w(1)})
+    v = verdict(output, precision="int8")
+    assert (v.device, v.rule, v.value) == ("GPU", "cmp.int8", "Greater in int8 not followed by a Cast")
+    both = build(
+        [
+            helper.make_node("Greater", ["x", "b"], ["c"]),
+            helper.make_node("Cast", ["c"], ["y"], to=onnx.TensorProto.FLOAT16),
+            helper.make_node("Not", ["c"], ["z"]),
+        ],
+        {"x": [1, 4, 8, 8]},
+        {"b": w(1)},
+    )
+    both.graph.output.append(helper.make_tensor_value_info("z", onnx.TensorProto.BOOL, None))
+    v = verdict(both, precision="int8", node=0)
+    assert (v.device, v.rule, v.value) == ("GPU", "cmp.int8", "Greater in int8 not followed by a Cast")
+
+
+def test_a_runtime_prelu_slope_is_named_and_resize_11_defaults_to_round_prefer_floor():
+    v = verdict(binary("PRelu", w(1, 8, 1, 1), runtime_b=True))
+    assert (v.rule, v.value) == ("prelu.slope", "slope is a runtime tensor")
+    # ONNX Resize-11: nearest_mode defaults to round_prefer_floor, coordinate_transformation_mode to half_pixel: a
+    # pair the DLA runs
+    resize11 = build(
+        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="nearest")],
+        {"x": [1, 4, 8, 8]},
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=11,
+    )
+    assert verdict(resize11).device == "DLA"
+
+
+def test_a_refused_fully_connected_gemm_keeps_its_bias_sum_on_the_gpu():
+    """Refused as a fully connected layer (9000 output features), the Gemm is the parser's matrix multiply plus, when
+    C is given, an element-wise sum for the bias (onnx-tensorrt's Gemm importer)."""
+    inits = {"w": w(64, 9000), "c": w(9000)}
+    with_c = build([helper.make_node("Gemm", ["x", "w", "c"], ["y"])], {"x": [1, 64]}, inits)
+    v = verdict(with_c)
+    assert v.device == "GPU" and v.trt_layers[-1] == "ELEMENTWISE: (Unnamed Layer*) [ElementWise] (bias)", v.trt_layers
+    without = build([helper.make_node("Gemm", ["x", "w"], ["y"])], {"x": [1, 64]}, {"w": w(64, 9000)})
+    assert not any("(bias)" in layer for layer in verdict(without).trt_layers)
+
+
+def test_metadata_of_a_dynamic_model_is_read_under_the_files_name(tmp_path):
+    model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": ["N", 3, 64, 64]})
+    for key, value in {"names": "{0: 'a'}", "imgsz": "[20000, 20000]", "task": "detect"}.items():
+        model.metadata_props.add(key=key, value=value)
+    path = tmp_path / "big.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(EdgeError, match=f"^{path}: metadata imgsz \\[20000, 20000\\] is larger than any camera input"):
+        predict(path, "orin", "10.3")
+    with pytest.raises(EdgeError, match="^the model: metadata imgsz"):
+        predict(model, "orin", "10.3")
+
+
+def test_every_dynamic_input_is_listed():
+    model = build([helper.make_node("Add", ["a", "b"], ["y"])], {"a": ["N", 4, 8, 8], "b": [1, 4, "H", 8]})
+    with pytest.raises(EdgeError, match=r"^dynamic input 'a' \['N', 4, 8, 8\], 'b' \[1, 4, 'H', 8\]: the DLA"):
+        predict(model, "orin", "10.3")
