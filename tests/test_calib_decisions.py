@@ -124,3 +124,30 @@ def test_detections_of_a_head_without_anchors_are_compared_through_its_decoder()
 
 def test_a_model_file_graph_loads_for_the_meter():
     onnx.checker.check_model(graph_of({"output0": (1, 7, N)}).model)
+
+
+@pytest.mark.parametrize("kind", ["yolo_seg", "yolo_pose"])
+def test_segmentation_and_pose_heads_of_yolo_compare_their_confident_anchors_too(kind):
+    """A YOLO segmentation head carries 32 mask coefficients after the classes (and a prototype output), a pose head
+    17 x 3 keypoint values: their anchors are compared as a detector's are, with no SQNR of their own."""
+    rng = np.random.default_rng(3)
+    extra = 32 if kind == "yolo_seg" else 17 * 3
+    classes = 3 if kind == "yolo_seg" else 1
+    fp32 = np.concatenate([v8_batch(2, rng)[:, : 4 + classes], rng.normal(0, 1, (2, extra, N)).astype(np.float32)], axis=1)
+    if kind == "yolo_pose":
+        fp32[:, 4] = np.where(rng.random((2, N)) < 5 / N, 0.9, 0.01)
+    shape = {"output0": (1, 4 + classes + extra, N)}
+    if kind == "yolo_seg":
+        shape["output1"] = (1, 32, 160, 160)
+    labels = ["a", "b", "c"][:classes]
+    task = task_for(shape, labels, **({"type": "yolo_pose", "keypoints": [17, 3]} if kind == "yolo_pose" else {}))
+    assert task.head.kind == kind
+    meter = FidelityMeter(graph_of(shape), list(shape), "nchw", task)
+    outputs = {"output0": fp32}
+    if kind == "yolo_seg":
+        outputs["output1"] = rng.normal(0, 1, (2, 32, 160, 160)).astype(np.float32)
+    meter.update(outputs, {k: v.copy() for k, v in outputs.items()})
+    got = {r.name: r for r in meter.summary()}
+    confident = int((fp32[:, 4 : 4 + classes].max(axis=1) > 0.25).sum())
+    assert got[ANCHORS].positions == confident > 0 and got[ANCHORS].agreement == 1.0
+    assert math.isnan(got[ANCHORS].sqnr_db) and math.isnan(got[DETECTIONS].sqnr_db)

@@ -45,6 +45,7 @@ def test_the_lowest_agreement_and_its_output():
 def test_a_scalar_output_is_one_yes_no_decision():
     assert decisions(np.float32(0.7), 0, 0.5).tolist() == [True]
     assert decisions(np.float32(0.3), 0, 0.5).tolist() == [False]
+    assert decisions(np.float32(0.5), 0, 0.5).tolist() == [False]  # at the threshold: not above it
 
 
 def test_a_score_at_the_threshold_is_a_no():
@@ -74,17 +75,19 @@ def test_probabilities_are_found_through_ops_that_only_move_values():
             helper.make_node("Reshape", ["s", "shape"], ["s_reshaped"]),
             helper.make_node("Concat", ["s", "p", "s"], ["both"], axis=1),
             helper.make_node("Concat", ["s", "r"], ["mixed"], axis=1),
+            helper.make_node("Concat", ["r", "s", "s"], ["mixed_late"], axis=1),
             helper.make_node("Transpose", ["both"], ["both_t"]),
             helper.make_node("Gather", ["s", "idx"], ["picked"], axis=1),
             helper.make_node("Gather", ["r", "idx"], ["picked_r"], axis=1),
         ],
-        ["s_reshaped", "both_t", "mixed", "picked", "picked_r", "x", "r"],
+        ["s_reshaped", "both_t", "mixed", "mixed_late", "picked", "picked_r", "x", "r"],
         initializers=[shape, numpy_helper.from_array(np.array([0], np.int64), "idx")],
     )
     # Reshape's shape and Gather's indices are not values: only their first input counts
     assert is_probability(g, "s_reshaped") and is_probability(g, "picked")
     assert is_probability(g, "both_t")  # every input of the Concat is a probability
     assert not is_probability(g, "mixed")  # one is not
+    assert not is_probability(g, "mixed_late")  # nor here, after a probability met twice
     assert not is_probability(g, "picked_r")
     assert not is_probability(g, "x") and not is_probability(g, "r")
 

@@ -633,3 +633,27 @@ def test_a_model_onnx_runtime_refuses_is_one_line_with_its_first_line():
     with pytest.raises(EdgeError) as ours:
         TensorTap(model, [["relu"]])
     assert str(ours.value) == f"ONNX Runtime cannot load the model ({first})"
+
+
+def test_cores_are_the_ones_this_process_may_run_on(monkeypatch):
+    import os
+
+    from edge.calib.stats import cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert cores() == 3  # taskset or a cgroup's cpuset, not the machine's count
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert cores() == 1  # macOS has no affinity call; cpu_count may not know
+
+
+def test_a_simulated_int8_tap_keeps_the_qdq_pairs_as_ops_of_their_own():
+    """ONNX Runtime's session setting 'session.disable_quant_qdq' keeps Q/DQ as float ops instead of its own integer
+    kernels: the check's INT8 is then the simulation TensorRT's scales describe."""
+    pytest.importorskip("onnxruntime")
+    from edge.calib.stats import TensorTap
+
+    tap = TensorTap(_tiny_model(), [["relu"]], simulated_int8=True)
+    options = tap.sessions[0][0].get_session_options()
+    assert options.get_session_config_entry("session.disable_quant_qdq") == "1"
+    assert tap.sessions[0][0].get_providers() == ["CPUExecutionProvider"]
