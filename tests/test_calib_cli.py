@@ -306,3 +306,30 @@ def test_an_interrupt_during_the_statistics_pass_stops_at_once_and_keeps_the_old
     assert err.strip().splitlines()[-1] == f"edge calib: {said}"
     assert (cache.read_bytes(), cache.with_name("rec.cache.json").read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.cache", "rec.cache.json"]
+
+
+def test_an_input_declared_without_a_shape_gets_one_from_edge_dla_fix(edge_calib, tmp_path):
+    """The refusal's own advice, followed, makes a model edge calib takes."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(images / f"{i}.png"), np.full((32, 32, 3), 40 * i, np.uint8))
+    cache = tmp_path / "m.cache"
+    status, _, err = edge_calib(str(tmp_path / "m.onnx"), "--images", str(images), "--cache", str(cache))
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and not cache.exists(), err
+    advice = lines[0].split("write one: ", 1)[1]
+    assert advice == "edge dla MODEL --shape x=1x3xHxW --fix OUT.onnx"
+    words = advice.replace("MODEL", str(tmp_path / "m.onnx")).replace("HxW", "32x32").replace("OUT", str(tmp_path / "fixed"))
+    assert cli.main(shlex.split(words)[1:] + ["--target", "orin"]) == 0
+    status, _, err = edge_calib(str(tmp_path / "fixed.onnx"), "--images", str(images), "--cache", str(cache))
+    assert status == 0 and cache.exists(), err

@@ -56,7 +56,13 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo, meta: Optional[ModelMetadata] 
     ultralytics = meta is not None and meta.ultralytics
     shape = tensor.shape
     if len(shape) != 4:
-        raise ConfigError(f"model input {tensor.name!r} has shape {list(shape)}; an image input must be 4-D (NCHW or NHWC)")
+        fix = (
+            # ONNX Runtime shows an input declared without any shape as [] too
+            f"; if the file declares no shape, write one: edge dla MODEL --shape {tensor.name}=1x3xHxW --fix OUT.onnx"
+            if not shape
+            else ""
+        )
+        raise ConfigError(f"model input {tensor.name!r} has shape {list(shape)}; an image input must be 4-D (NCHW or NHWC){fix}")
     layout = i.layout
     if layout == "auto":
         if shape[1] == 3:
