@@ -335,6 +335,8 @@ def test_an_engines_stats_are_its_frames_over_its_wall_time():
     e = Engine("dla0", sleeper(0.0), "x", frames=30, busy_s=0.45678, t_start=10.0, t_end=11.5)
     # 1.5 s of wall time: 30 frames are 20 fps, 0.45678 s busy is 0.30452 of it
     assert e.stats() == {"frames": 30, "busy_s": 0.457, "wall_s": 1.5, "busy": 0.305, "fps": 20.0}
+    third = Engine("gpu", sleeper(0.0), "x", frames=10, t_start=0.0, t_end=3.0)
+    assert third.stats()["fps"] == 3.33  # to two decimals
     idle = Engine("dla1", sleeper(0.0), "x")  # never started: no time, so no share of it
     assert idle.stats() == {"frames": 0, "busy_s": 0.0, "wall_s": 0.0, "busy": 0.0, "fps": 0.0}
 
@@ -480,3 +482,56 @@ def test_the_pools_threads_are_named_daemons():
     finally:
         release.set()
     assert pool.wait(PROMPT_S)
+
+
+class Keep:
+    """A sink that keeps what it is handed; ``wants_image`` as a sink that draws boxes would say."""
+
+    name = "keep"
+
+    def __init__(self, wants_image=False, fail_at=None):
+        self.wants_image, self.fail_at, self.got = wants_image, fail_at, []
+
+    def write(self, frame, result, record, annotated):
+        if frame.index == self.fail_at:
+            raise ValueError("no room")
+        self.got.append((frame.index, result, annotated))
+
+    def close(self, failed=False):
+        return None
+
+
+def test_each_sink_gets_the_frames_decoded_result_and_an_image_only_when_it_draws():
+    plain, drawing = Keep(), Keep(wants_image=True)
+    a, b = lane("a", Counter(5, live=False), sink=plain), lane("b", Counter(5, live=False), sink=drawing)
+    pool = run(Pool([a, b], engines(gpu=0.0)))
+    assert pool.error is None
+    assert [(i, r.classes[0].class_id, img) for i, r, img in plain.got] == [(i, i, None) for i in range(5)]
+    assert [i for i, _, _ in drawing.got] == list(range(5))
+    assert all(img is not None and img.shape == (4, 4, 3) for _, _, img in drawing.got)
+
+
+def test_a_python_error_in_a_sink_is_the_lanes_delivery_failure():
+    bad = lane("bad", Counter(6, live=False), sink=Keep(fail_at=2))
+    pool = run(Pool([bad, lane("good", Counter(6, live=False))], engines(gpu=0.0)))
+    assert pool.error is None and str(bad.error) == "source 'bad': delivery failed: ValueError: no room"
+
+
+def test_a_file_source_offers_no_rate_even_after_it_ran():
+    """Only a camera's frame intervals say what it offers; a file is read as fast as the engines take it."""
+    ln = lane("file", Counter(20, live=False))
+    pool = run(Pool([ln], engines(gpu=0.001)))
+    assert pool.summary()["sources"]["file"]["offered_fps"] is None
+    cam = lane("cam", Counter(6, live=True, period=0.02))
+    pool = run(Pool([cam], engines(gpu=0.001)))
+    assert 10 < pool.summary()["sources"]["cam"]["offered_fps"] < 55  # a frame each 20 ms, give or take the sleep
+
+
+def test_the_summary_before_any_frame_and_an_engine_with_two_sources():
+    pool = Pool([lane("a", Counter(1, live=False)), lane("b", Counter(1, live=False))], engines(gpu=0.0))
+    pool.cpu_s = 0.5  # CPU time spent, no frame done: no per-frame share of it
+    s = pool.summary()
+    assert s["cpu_ms_per_frame"] is None and s["sources"]["a"]["why"] == "" and s["engines"]["gpu"]["sources"] == []
+    pool.assigner.start(0.0)
+    assert pool.summary()["engines"]["gpu"]["sources"] == ["a", "b"]
+    assert pool.status_line().endswith(" | gpu 0 frames [a b]")

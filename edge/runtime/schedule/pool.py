@@ -66,7 +66,7 @@ class Lane:
     _queue: Deque[Packet] = field(default_factory=deque)
     _next_seq: int = 0  # given to the next frame an engine takes
     _expected: int = 0  # the next sequence number to deliver
-    _done: List[Tuple[int, int, Packet]] = field(default_factory=list)  # (seq, tie, packet) finished, not delivered
+    _done: List[Tuple[int, Packet]] = field(default_factory=list)  # (seq, packet) finished, not delivered
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     @property
@@ -121,7 +121,6 @@ class Pool(Controls):
         self._threads: List[threading.Thread] = []
         self._capture_threads: List[threading.Thread] = []
         self._annotate = {lane.name: any(s.wants_image for s in lane.sinks) for lane in lanes}
-        self._tie = 0
         self.metrics = Metrics(STAGES)  # every source together: the status line, the exporters, energy per frame
         self.cpu_s: Optional[float] = None  # process CPU seconds from start to the last thread's exit
         self._cpu0 = 0.0
@@ -257,8 +256,7 @@ class Pool(Controls):
                     self.assigner.observe_service(engine.name, seconds)
                 with lane._cond:
                     lane.served_by[engine.name] = lane.served_by.get(engine.name, 0) + 1
-                    self._tie += 1
-                    heapq.heappush(lane._done, (p.seq, self._tie, p))
+                    heapq.heappush(lane._done, (p.seq, p))  # a lane's seq numbers are unique: p is never compared
                     lane._cond.notify_all()
         except BaseException as exc:
             self._fail(f"engine '{engine.name}'", exc)
@@ -282,7 +280,7 @@ class Pool(Controls):
             while not self.abort_event.is_set():
                 if lane._done and lane._done[0][0] == lane._expected:
                     lane._expected += 1
-                    return heapq.heappop(lane._done)[2]
+                    return heapq.heappop(lane._done)[1]
                 with self._cond:
                     finished = not lane.reading and not lane._queue and lane._expected == lane._next_seq
                 if finished:
@@ -380,7 +378,7 @@ class Pool(Controls):
                     lane.metrics.abandoned += 1
             with lane._cond:
                 while lane._done:
-                    heapq.heappop(lane._done)[2].frame.release()
+                    heapq.heappop(lane._done)[1].frame.release()
                     lane.metrics.abandoned += 1
 
     def stages_done(self) -> bool:
