@@ -190,6 +190,23 @@ def test_no_move_for_a_small_gain_nor_while_cooling_down(monkeypatch):
     assert [(m.source, m.old, m.new) for m in moves] == [("c2", "dla0", "gpu")] and a.assignment["c2"] == "gpu"
 
 
+@pytest.mark.parametrize("first", ["start", "rebalance", "apply"])
+def test_the_first_placement_starts_each_sources_cooldown_at_its_time(first):
+    """Placed at t = 50 (by start, by a rebalance with nothing placed yet, or a copy's moves applied), a source the
+    plan would move stays until COOLDOWN_S after 50."""
+    a = make({"gpu": 0.01, "dla0": 0.0125}, {"c1": 40.0, "c2": 40.0})
+    if first == "apply":
+        copy = a.copy()
+        a.apply(copy.start(50.0), 50.0)
+    else:
+        getattr(a, first)(50.0)
+    assert a.assignment == {"c1": "gpu", "c2": "dla0"} and a.moved_at == {"c1": 50.0, "c2": 50.0}
+    for _ in range(100):
+        a.observe_service("dla0", 0.1)  # the DLA slowed to 10 fps: c2 would go to the GPU
+    assert a.rebalance(50.0 + assign.COOLDOWN_S / 2) == []
+    assert [(m.source, m.new) for m in a.rebalance(50.0 + assign.COOLDOWN_S)] == [("c2", "gpu")]
+
+
 def test_a_pool_needs_an_engine():
     with pytest.raises(ValueError) as err:
         Assigner([], ["c"])
@@ -219,3 +236,7 @@ def test_the_swap_can_be_of_the_first_source_with_one_in_the_middle():
     a = make({"A": 1 / 15, "B": 0.1, "C": 0.1}, {"x": 15.0, "p": 5.0, "y": 10.0, "q": 5.0})
     start = {"x": "B", "p": "C", "y": "A", "q": "C"}
     assert a._improve(start, ["A", "B", "C"]) == {"x": "A", "p": "C", "y": "B", "q": "C"}
+
+
+def test_no_sources_score_nothing_served_and_nobody_short_changed():
+    assert Assigner(["gpu"], []).score({}) == (0.0, 1.0, -0.0)
