@@ -620,6 +620,22 @@ def test_yolo_seg_masks_are_the_box_where_the_prototype_logit_is_positive():
     np.testing.assert_array_equal(mask_of(det), box_region(80, 90, 120, 110))
 
 
+@pytest.mark.parametrize("layout", ["v8", "v8t"])
+def test_a_large_mask_coefficient_is_not_a_class_score(layout):
+    """Ultralytics' seg output is boxes, class scores, then mask coefficients: the score is the largest class score
+    only. A candidate whose classes score 0.1 (under the 0.25 default) is no detection, whatever its coefficients."""
+    raw = v8([(100, 100, 40, 20, 0.1, 0), (300, 300, 40, 20, 0.9, 1)], classes=2, extra=32)
+    raw[0, 4 + 2, :2] = 5.0  # the first mask coefficient of both candidates
+    if layout == "v8t":
+        raw = np.ascontiguousarray(raw[0].T[None])
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0  # every mask logit is 5: whole boxes
+    out = {"output0": raw, "output1": protos}
+    post = decoder(out, ["a", "b"])
+    assert post.layout == layout
+    assert [(round(d.score, 3), d.class_id) for d in post(out, identity()).detections] == [(0.9, 1)]
+
+
 def test_end_to_end_seg_rows_carry_their_mask_coefficients():
     rows = np.zeros((1, 300, 6 + 32), np.float32)
     rows[0, 0, :7] = [80, 90, 120, 110, 0.9, 3, 1.0]  # x1, y1, x2, y2, score, class, then coefficient 0 = 1
