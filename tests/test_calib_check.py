@@ -27,14 +27,14 @@ SPEC = PreprocessSpec(width=4, height=4, color="rgb", resize="stretch")
 GREEN = 1  # the model's answer for every frame: channel 1 is green in both BGR and RGB
 
 
-def channel_mean_model(path) -> object:
+def channel_mean_model(path, batch="N") -> object:
     """scores[n, c] = the mean of input channel c: a 3-class classifier with no weights to quantize."""
     h = onnx.helper
     graph = h.make_graph(
         [h.make_node("GlobalAveragePool", ["x"], ["g"], "pool"), h.make_node("Flatten", ["g"], ["scores"], "flatten")],
         "means",
-        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 4, 4])],
-        [h.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, ["N", 3])],
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 3, 4, 4])],
+        [h.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, [batch, 3])],
     )
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(path))
     return load_model(path)
@@ -273,3 +273,29 @@ def test_top5_counts_a_label_among_the_five_highest_scores_only(sess):
     assert (t.top1, t.top5) == (5 / 17, 10 / 17)
     one = top_k(sess, images.head(1), BATCH, None)
     assert (one.images, one.top1, one.top5) == (1, 1.0, 1.0)
+
+
+def test_a_fixed_batch_models_own_fp32_pass_runs_whole_batches_of_its_size(tmp_path):
+    """Batch 4 fixed in the file, 10 check images and no kept reference: FP32 and INT8 both run two batches of 4
+    (ONNX Runtime refuses any other batch size) and the short last one is left out."""
+    model = channel_mean_model(tmp_path / "m.onnx", batch=4)
+    images, frames = labelled([True] * 10)
+    checker = Checker(model, prepare(model), "nchw", images, threads=1)
+    m = checker.measure(model, labelled=False)
+    assert [(f.name, f.positions, f.agree) for f in m.fidelity] == [("scores", 8, 8)]
+    assert frames.reads == 10  # each batch read once for both; the short last one read, then left out
+
+
+def test_the_first_fp32_pass_is_kept_and_later_checks_do_not_run_fp32_again(tmp_path):
+    model = channel_mean_model(tmp_path / "m.onnx")
+    images, _ = labelled([True] * 5)
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", images, threads=1)
+    first = checker.measure(model, labelled=False)
+
+    class Spent:
+        def run(self, *args, **kwargs):
+            raise AssertionError("FP32 ran again")
+
+    checker._fp32_session = Spent()
+    again = checker.measure(model, labelled=False)
+    assert [(f.positions, f.agree) for f in again.fidelity] == [(f.positions, f.agree) for f in first.fidelity] == [(5, 5)]
