@@ -299,3 +299,35 @@ def test_the_first_fp32_pass_is_kept_and_later_checks_do_not_run_fp32_again(tmp_
     checker._fp32_session = Spent()
     again = checker.measure(model, labelled=False)
     assert [(f.positions, f.agree) for f in again.fidelity] == [(f.positions, f.agree) for f in first.fidelity] == [(5, 5)]
+
+
+@pytest.mark.parametrize("gt, want", [([10, 12, 50, 40], 1.0), ([30, 30, 62, 62], 0.0)])
+def test_a_detectors_labelled_check_is_cocos_map_of_its_detections(tmp_path, gt, want):
+    """A detector whose one detection is always (10, 12)-(50, 40), class 0, on 64 x 64 images, against labels that
+    are that box (COCO mAP 1) or one it overlaps by IoU 200 / 1944 = 0.10 (mAP 0), as pycocotools scores them."""
+    import cv2
+
+    from edge.calib.decisions import TaskDecisions
+    from edge.calib.detection_eval import DetectionScore, DetectionSet
+    from edge.config import TaskConfig
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.postprocess import heads, resolved_task
+    from tests.headmodels import constant_model
+
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, 0] = [10, 12, 50, 40, 0.9, 0]
+    model = load_model(constant_model(tmp_path / "det.onnx", {"output0": rows}, (1, 3, 64, 64)))
+    spec = PreprocessSpec(width=64, height=64)
+    files = []
+    for i in range(3):
+        files.append(tmp_path / f"{i}.png")
+        cv2.imwrite(str(files[-1]), np.full((64, 64, 3), 60 * i, np.uint8))
+    dset = DetectionSet("t", files, [np.array([gt], float)] * 3, [np.array([0])] * 3)
+    infos = [TensorInfo("output0", (1, 300, 6), np.dtype(np.float32))]
+    head = heads.choose(TaskConfig(), infos, spec, ["thing"])
+    task = TaskDecisions(head, heads.build(head, resolved_task(TaskConfig(), head.kind), infos, spec, ["thing"]), spec)
+    images = ImageSet("frames", spec, lambda i: cv2.imread(str(files[i])), 3)
+    checker = Checker(model, prepare(model), "nchw", images, dset, threads=1, task=task)
+    m = checker.measure(model)
+    assert isinstance(m.labelled, DetectionScore) and m.labelled.images == 3
+    assert (m.labelled.map50, m.labelled.map) == (want, want)
