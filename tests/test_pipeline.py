@@ -380,26 +380,33 @@ def test_after_an_abort_the_stages_are_done_once_all_but_a_capture_stuck_in_its_
 
 
 def test_an_abort_counts_as_abandoned_what_was_neither_written_nor_dropped():
-    """A live camera behind an engine stuck on frame 0: at most 6 frames wait (2 queues of 2, one in preprocess, one
-    in infer), so once frame 7 is read some were dropped; the abort leaves the rest in flight."""
-    seventh, engine_back = threading.Event(), threading.Event()
+    """A live camera behind an engine that finishes two frames, then sticks on the third: at most 6 frames wait
+    (2 queues of 2, one in preprocess, one in infer), so once frame 9 is read some were dropped; the abort leaves the
+    rest in flight: captured = finished + dropped + abandoned."""
+    ninth, engine_back = threading.Event(), threading.Event()
+    calls = [0]
 
     class Camera(Counter):
         def read(self):
-            if self._index == 7:
-                seventh.set()
+            if self._index == 9:
+                ninth.set()
             return super().read()
 
     def infer(feeds):
-        engine_back.wait()
+        calls[0] += 1
+        if calls[0] > 2:
+            engine_back.wait()
         return {}
 
     p = Pipeline(Camera(10**6, live=True), lambda f: (f, None), infer, "x", lambda o, t: Result(), [Collect()], queue_size=2)
     p.start()
-    assert seventh.wait(PROMPT_S)
+    assert ninth.wait(PROMPT_S)
+    deadline = time.monotonic() + PROMPT_S
+    while p.metrics.frames < 2 and time.monotonic() < deadline:  # the two finished frames reach the sink
+        time.sleep(0.005)
     p.abort()
     engine_back.set()
     assert p.wait(PROMPT_S) and p.error is None
     m = p.metrics
     abandoned = p.count_abandoned()
-    assert m.dropped > 0 and abandoned > 0 and m.frames + m.dropped + abandoned == m.captured
+    assert m.frames == 2 and m.dropped > 0 and abandoned > 0 and m.frames + m.dropped + abandoned == m.captured
