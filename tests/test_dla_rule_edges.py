@@ -170,6 +170,7 @@ def _folded(model) -> bool:
         ("Conv", [0, 0, 2, 1, 0, 0, 1, 1], (1, 1, 1, 1), (3, 3), False),  # top 2 + 1 = 3, not below the kernel
         ("Conv", [0, 0, 0, 0, 0, 0, 2, 0], (0, 0, 0, 0), (3, 3), True),  # bottom 2
         ("Conv", [0, 0, 0, 0, 0, 0, 0, 3], (0, 0, 0, 0), (3, 3), False),  # right 3
+        ("Conv", [0, 0, 0, 0, 0, 0, 2, 0], (0, 0, 1, 0), (3, 3), False),  # bottom 2 + its own 1 = 3
         ("Conv", [0, 0, 2, 4, 0, 0, 2, 4], (0, 0, 0, 0), (3, 5), True),  # 4 < 5 across, 2 < 3 down
         ("Conv", [0, 0, 3, 4, 0, 0, 2, 4], (0, 0, 0, 0), (3, 5), False),  # 3 down is not below 3
         ("Conv", [0, 0, 31, 31, 0, 0, 31, 31], (0, 0, 0, 0), (32, 32), True),  # the cap of 31
@@ -928,3 +929,31 @@ def test_every_dynamic_input_is_listed():
     model = build([helper.make_node("Add", ["a", "b"], ["y"])], {"a": ["N", 4, 8, 8], "b": [1, 4, "H", 8]})
     with pytest.raises(EdgeError, match=r"^dynamic input 'a' \['N', 4, 8, 8\], 'b' \[1, 4, 'H', 8\]: the DLA"):
         predict(model, "orin", "10.3")
+
+
+def test_a_refused_deconvolution_names_its_stride_or_dilation():
+    from tests.test_dla_rules import deconv
+
+    v = verdict(deconv(strides=[33, 33]))
+    assert (v.rule, v.value) == ("deconv.stride", "stride 33x33")
+    v = verdict(deconv(dilations=[2, 2]))
+    assert (v.rule, v.value) == ("deconv.dilation", "dilation 2x2")
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_a_slice_with_axes_cuts_those_axes(opset):
+    """Channels 1..3 of a batch of 2: axes [1] given, so the batch is whole and the DLA runs it."""
+    x = {"x": [2, 4, 8, 8]}
+    if opset < 10:
+        model = build([helper.make_node("Slice", ["x"], ["y"], starts=[1], ends=[3], axes=[1])], x, opset=9)
+    else:
+        inits = {k: np.array(v, np.int64) for k, v in {"s": [1], "e": [3], "a": [1]}.items()}
+        model = build([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], x, inits)
+    assert verdict(model).device == "DLA"
+
+
+def test_same_padding_without_strides_takes_stride_one_and_a_malformed_node_counts_no_work():
+    v = verdict(conv((1, 3, 16, 16), (8, 3, 3, 3), auto_pad="SAME_UPPER"))  # ONNX: strides default to 1
+    assert (v.device, v.rule) == ("DLA", None)
+    no_kernel = build([helper.make_node("MaxPool", ["x"], ["y"])], {"x": [1, 4, 8, 8]})  # kernel_shape is required
+    assert predict(no_kernel, "orin", "10.3").nodes[0].flops == 0

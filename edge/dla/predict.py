@@ -235,7 +235,7 @@ def _in_range(values: List[int], bounds: Tuple[int, int]) -> bool:
 
 
 def _x(values: List[int]) -> str:
-    return "x".join(str(v) for v in values) if values else "(scalar)"
+    return "x".join(str(v) for v in values) if len(values) else "(scalar)"
 
 
 def _conv_pads(node: Any, a: Dict[str, Any], kernel: List[int], g: Graph) -> List[int]:
