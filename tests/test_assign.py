@@ -240,3 +240,16 @@ def test_the_swap_can_be_of_the_first_source_with_one_in_the_middle():
 
 def test_no_sources_score_nothing_served_and_nobody_short_changed():
     assert Assigner(["gpu"], []).score({}) == (0.0, 1.0, -0.0)
+
+
+def test_a_move_starts_that_sources_cooldown_again():
+    a = make({"gpu": 0.01, "dla0": 0.0125}, {"c1": 40.0, "c2": 40.0})
+    a.start(0.0)
+    for _ in range(100):
+        a.observe_service("dla0", 0.1)  # the DLA slowed to 10 fps: c2 goes to the GPU at t = 10
+    assert [(m.source, m.new) for m in a.rebalance(10.0)] == [("c2", "gpu")] and a.moved_at["c2"] == 10.0
+    for _ in range(100):
+        a.observe_service("dla0", 0.0125)  # back to 80 fps, and the GPU down to 50 for the 80 asked of it:
+        a.observe_service("gpu", 0.02)  # c2 would return, but only COOLDOWN_S after 10
+    assert a.rebalance(10.0 + assign.COOLDOWN_S / 2) == []
+    assert [(m.source, m.new) for m in a.rebalance(10.0 + assign.COOLDOWN_S)] == [("c2", "dla0")]
