@@ -199,6 +199,8 @@ def test_a_slow_engine_loses_its_sources_and_says_why(monkeypatch, caplog):
     first = next(m for m in pool.summary()["moves"] if m["from"] == "dla0")
     assert (first["source"], first["to"]) == (on_dla[0], "gpu") and first["why"].startswith("dla0 behind"), first
     assert t0 <= first["t"] <= time.monotonic() + 1e-3  # when it moved, on the pool's clock
+    last = [m for m in pool.summary()["moves"] if m["source"] == on_dla[0]][-1]  # its cooldown counts from then
+    assert last["t"] - 1.0 <= pool.assigner.moved_at[on_dla[0]] <= last["t"] + 1e-3
     logged = [r.getMessage() for r in caplog.records]
     assert f"source {on_dla[0]} -> dla0 (start: dla0 " in " ".join(logged), logged
     assert any(m.startswith(f"source {on_dla[0]} moved dla0 -> gpu (dla0 behind: pool ") for m in logged), logged
