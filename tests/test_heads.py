@@ -979,3 +979,64 @@ def test_end_to_end_refusals_name_the_rows_and_the_prototypes():
     out["output1"][0, 0, 0, 0] = np.nan
     with pytest.raises(RunFailed, match="^output 'output1' holds 1 NaN or infinite"):
         post(out, identity())
+
+
+# -- head recognition at the edges a sample of mutants no test was written against found (2026-12-04) -------------
+
+
+def test_centerface_takes_a_dynamic_grid_but_needs_static_channels():
+    """The channels (1, 2, 2, 10) say which map is which; the grid follows the input size, which may be dynamic."""
+    names = ("heatmap", "scale", "offset", "landmarks")
+    dynamic_grid = {n: (1, c, "h", "w") for n, c in zip(names, (1, 2, 2, 10))}
+    head = heads.choose(TaskConfig(type="centerface"), shaped(dynamic_grid), SPEC, [])
+    assert head.kind == "centerface" and head.outputs["landmarks"] == "landmarks"
+    dynamic_channels = {n: (1, c, 8, 8) for n, c in zip(names, (1, "c", 2, 10))}
+    assert "centerface reads heatmap [1, 1, h, w]" in refusal(dynamic_channels, type="centerface")
+
+
+@pytest.mark.parametrize("scores, classes", [("sigmoid", 81), ("softmax", 80)])
+def test_a_softmax_detr_has_one_logit_for_no_object(scores, classes):
+    """DETR's softmax logits end with a 'no object' class (Carion et al. 2020); RT-DETR's sigmoid ones do not."""
+    outs = shaped({"boxes": (1, 100, 4), "logits": (1, 100, 81)})
+    head = heads.choose(TaskConfig(type="detr", detr_scores=scores), outs, SPEC, [])
+    assert (head.kind, head.classes) == ("detr", classes)
+
+
+def test_an_nms_plugin_output_named_labels_holds_the_classes():
+    """mmdeploy and several TensorRT NMS exports call the class output 'labels'."""
+    outs = shaped({"num_dets": (1, 1), "det_boxes": (1, 100, 4), "det_scores": (1, 100), "labels": (1, 100)})
+    head = heads.choose(TaskConfig(type="nms_plugin"), outs, SPEC, [])
+    assert head.outputs == {"count": "num_dets", "boxes": "det_boxes", "scores": "det_scores", "classes": "labels"}
+
+
+def test_picodet_takes_the_smallest_distribution_of_two_bins():
+    """Box distributions are 4 * (reg_max + 1) wide: reg_max 1 gives 8, the narrowest a distribution can be."""
+    narrow = {
+        **{f"scores{s}": (1, (800 // s) * (608 // s), 10) for s in (8, 16, 32)},
+        **{f"boxes{s}": (1, (800 // s) * (608 // s), 8) for s in (8, 16, 32)},
+    }
+    head = heads.choose(TaskConfig(type="picodet"), shaped(narrow), PreprocessSpec(608, 800), [])
+    assert (head.kind, head.classes, head.strides) == ("picodet", 10, (8, 16, 32))
+
+
+def test_ssd_and_segment_refusals_name_the_dynamic_or_tiny_outputs():
+    said = refusal({"boxes": (1, "n", 4), "scores": (1, "n", 91)}, type="ssd")  # anchors are counted: N must be static
+    assert ("ssd reads box encodings [1, N, 4] and class scores [1, N, 1 + C] (background first); got "
+            "boxes [1, '?', 4], scores [1, '?', 91]") in said  # fmt: skip
+    said = refusal({"map": (1, 5, 1, 64)}, spec=PreprocessSpec(64, 64), type="segment")
+    assert ": map [1, 5, 1, 64] is no map: a segmenter's output is at least 2x2; " in said
+    head = heads.choose(TaskConfig(type="segment"), shaped({"map": (1, 5, 64, 64)}), PreprocessSpec(64, 64), [])
+    assert (head.kind, head.classes) == ("segment", 5)
+
+
+def test_a_retinaface_prior_count_mismatch_names_both_counts():
+    """RetinaFace's priors at 640 x 640: strides 8, 16, 32, two sizes a cell: 2 * (80^2 + 40^2 + 20^2) = 16800."""
+    said = refusal({"boxes": (1, 4000, 4), "scores": (1, 4000, 2)}, spec=PreprocessSpec(640, 640), type="retinaface")
+    assert "task.priors makes 16800 priors at 640x640, the outputs have [4000]; set task.priors as trained" in said
+
+
+def test_a_raw_head_without_labels_is_refused_without_a_class_count():
+    # 84 x 84: attributes and candidates cannot be told apart
+    assert "output0 [1, 84, 84] fits no YOLO layout; " in refusal({"output0": (1, 84, 84)}, type="yolo")
+    labelled = refusal({"output0": (1, 84, 84)}, [f"c{i}" for i in range(80)], type="yolo")
+    assert "output0 [1, 84, 84] fits no YOLO layout with 80 classes; " in labelled
