@@ -229,6 +229,10 @@ def test_an_old_opset_is_lifted_to_13_and_one_that_cannot_be_is_one_line():
     q_model, _ = qdq.build(model, prepare(model), {"x": 1.0, "r": 1.0})
     assert [o.version for o in q_model.opset_import if o.domain in ("", "ai.onnx")] == [13]
     assert [o.version for o in model.opset_import] == [11]  # the caller's model is left as it was
+    spelled = two_layers(opset=11)
+    spelled.opset_import[0].domain = "ai.onnx"  # ONNX: the default domain's other name
+    q_model, _ = qdq.build(spelled, prepare(spelled), {"x": 1.0, "r": 1.0})
+    assert [(o.domain, o.version) for o in q_model.opset_import] == [("ai.onnx", 13)]
     newer = two_layers(opset=17)
     q_model, _ = qdq.build(newer, prepare(newer), {"x": 1.0})
     assert [o.version for o in q_model.opset_import] == [17]
