@@ -186,6 +186,11 @@ def test_without_a_quantizable_layer_the_examples_are_the_other_layers():
             node.op_type = "Mul"  # two inputs, as a Conv here has
     with pytest.raises(EdgeError, match=r"names look like: first, act, node_of_c\)"):
         qdq.match_nodes(prepare(model), ["nothing"])
+    const = next(n for n in model.graph.node if n.op_type == "Constant")
+    model.graph.node.remove(const)
+    model.graph.node.insert(0, const)  # first in the file: still weights, not a layer to name
+    with pytest.raises(EdgeError, match=r"names look like: first, act, node_of_c\)"):
+        qdq.match_nodes(prepare(model), ["nothing"])
 
 
 def test_a_kept_layer_gets_no_pairs_and_an_activation_without_a_threshold_none():
