@@ -475,16 +475,20 @@ def test_flops_of_max_pooling_reduction_and_a_transposed_gemm_by_hand():
     assert predict(ta, "orin", "10.3").nodes[0].flops == 2 * 16 * 64
 
 
-def test_resize_11_defaults_to_half_pixel_and_a_valid_deconv_pads_nothing():
-    """ONNX: Resize-11's coordinate_transformation_mode defaults to half_pixel, the DLA's linear mode; a
-    ConvTranspose with auto_pad VALID has no padding, which the DLA's deconvolution requires."""
-    resize = build(
-        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="linear")],
+def _resize11(mode: str):
+    """A Resize-11 doubling H and W, with every attribute but the mode at its default."""
+    return build(
+        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode=mode)],
         {"x": [1, 4, 8, 8]},
         {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
         opset=11,
     )
-    assert verdict(resize).device == "DLA"
+
+
+def test_resize_11_defaults_to_half_pixel_and_a_valid_deconv_pads_nothing():
+    """ONNX: Resize-11's coordinate_transformation_mode defaults to half_pixel, the DLA's linear mode; a
+    ConvTranspose with auto_pad VALID has no padding, which the DLA's deconvolution requires."""
+    assert verdict(_resize11("linear")).device == "DLA"
     valid = build(
         [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad="VALID")],
         {"x": [1, 4, 8, 8]},
@@ -893,13 +897,7 @@ def test_a_runtime_prelu_slope_is_named_and_resize_11_defaults_to_round_prefer_f
     assert (v.rule, v.value) == ("prelu.slope", "slope is a runtime tensor")
     # ONNX Resize-11: nearest_mode defaults to round_prefer_floor, coordinate_transformation_mode to half_pixel: a
     # pair the DLA runs
-    resize11 = build(
-        [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="nearest")],
-        {"x": [1, 4, 8, 8]},
-        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
-        opset=11,
-    )
-    assert verdict(resize11).device == "DLA"
+    assert verdict(_resize11("nearest")).device == "DLA"
 
 
 def test_a_refused_fully_connected_gemm_keeps_its_bias_sum_on_the_gpu():
