@@ -1025,6 +1025,8 @@ def test_ssd_and_segment_refusals_name_the_dynamic_or_tiny_outputs():
             "boxes [1, '?', 4], scores [1, '?', 91]") in said  # fmt: skip
     said = refusal({"map": (1, 5, 1, 64)}, spec=PreprocessSpec(64, 64), type="segment")
     assert ": map [1, 5, 1, 64] is no map: a segmenter's output is at least 2x2; " in said
+    said = refusal({"map": (1, "c", 64, 64)}, spec=PreprocessSpec(64, 64), type="segment")
+    assert ": map [1, 'c', 64, 64]: the number of classes (dimension 1) must be static; " in said
     head = heads.choose(TaskConfig(type="segment"), shaped({"map": (1, 5, 64, 64)}), PreprocessSpec(64, 64), [])
     assert (head.kind, head.classes) == ("segment", 5)
 
