@@ -472,6 +472,23 @@ def test_an_nms_count_outside_its_rows_is_refused(count):
         post(out, identity())
 
 
+def test_every_row_of_an_nms_plugin_output_may_hold_a_detection():
+    """EfficientNMS with max_output_boxes 100 that found 100: num_dets = 100, every row a detection."""
+    out = nms_plugin_outputs(100)
+    out["det_boxes"][0] = [[2 * i, 2 * i, 2 * i + 10, 2 * i + 10] for i in range(100)]
+    out["det_scores"][0] = np.linspace(0.99, 0.5, 100, dtype=np.float32)
+    dets = decoder(out, ["a"])(out, identity()).detections
+    assert len(dets) == 100 and dets[-1].box == [198.0, 198.0, 208.0, 208.0]
+
+
+def test_a_text_output_is_refused_naming_it():
+    out = nms_plugin_outputs(1)
+    post = decoder(out, ["a"])
+    out["det_boxes"] = out["det_boxes"].astype(str)
+    with pytest.raises(RunFailed, match="^output 'det_boxes' has dtype <U32; edge decodes numeric outputs only$"):
+        post(out, identity())
+
+
 def test_nms_plugin_outputs_of_the_wrong_shape_are_refused():
     with pytest.raises(ConfigError, match=r"nms_plugin expects boxes \[B, K, 4\]"):
         decoder(nms_plugin_outputs(0, (1, 100, 3)), ["a"], type="nms_plugin")
