@@ -119,14 +119,13 @@ def read_manifest(engine: str | Path) -> Dict[str, Any]:
         data = json.loads(raw)
     except ValueError as exc:
         raise EdgeError(f"manifest '{path}': not valid JSON ({exc})") from None
+    version = data.get("manifest_version") if isinstance(data, dict) else None
+    if _is_int(version) and version > MANIFEST_VERSION:  # before the keys: a newer edge may lay them out otherwise
+        raise EdgeError(f"manifest '{path}': version {version} is newer than this edge reads ({MANIFEST_VERSION}); upgrade edge")
     missing = [k for k in REQUIRED if k not in data] if isinstance(data, dict) else list(REQUIRED)
     if missing:
         raise EdgeError(f"manifest '{path}': missing keys {', '.join(missing)}; rebuild the engine with edge-build")
     check_types(data, path)
-    if data["manifest_version"] > MANIFEST_VERSION:
-        raise EdgeError(
-            f"manifest '{path}': version {data['manifest_version']} is newer than this edge reads ({MANIFEST_VERSION}); upgrade edge"
-        )
     return data
 
 

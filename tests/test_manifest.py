@@ -7,7 +7,7 @@ import json
 import pytest
 
 from edge.errors import EdgeError
-from edge.manifest import read_l4t, read_manifest, write_manifest
+from edge.manifest import MANIFEST_VERSION, read_l4t, read_manifest, write_manifest
 
 
 def test_write_then_read(tmp_path):
@@ -29,6 +29,14 @@ def test_missing_damaged_and_newer_manifests_are_errors(tmp_path):
     (tmp_path / "m.engine.json").write_text(json.dumps({"manifest_version": 1}))
     with pytest.raises(EdgeError, match="missing keys engine"):
         read_manifest(engine)
+    # a newer edge's manifest, whatever its keys: "upgrade edge", not "damaged"
+    (tmp_path / "m.engine.json").write_text(json.dumps({"manifest_version": MANIFEST_VERSION + 1, "engines": []}))
+    with pytest.raises(EdgeError) as err:
+        read_manifest(engine)
+    assert str(err.value) == (
+        f"manifest '{tmp_path / 'm.engine.json'}': version {MANIFEST_VERSION + 1} is newer than this edge reads "
+        f"({MANIFEST_VERSION}); upgrade edge"
+    )
 
 
 def test_l4t_release_line(tmp_path):

@@ -267,3 +267,14 @@ def test_detr_rows_with_a_class_past_the_labels_are_refused():
     rows[0, 0] = [0.5, 0.5, 0.1, 0.1, 0.9, 3]
     with pytest.raises(RunFailed, match=r"output 'output0' gives class 3, not a class id 0\.\.2"):
         decode({"output0": rows}, ["a", "b", "c"], type="detr")
+
+
+def test_a_detr_output_that_is_not_its_boxes_or_holds_nan_is_named():
+    rows = np.zeros((1, 300, 6), np.float32)
+    rows[0, 0] = [120, 80, 40, 40, 0.9, 1]  # pixels, not 0..1: an end-to-end YOLO head's rows
+    with pytest.raises(RunFailed, match=r"^output 'output0' gives box values from 0 to 120, not normalised"):
+        decode({"output0": rows}, ["a", "b"], type="detr")
+    pair = {"boxes": np.full((1, 100, 4), 0.5, np.float32), "logits": np.zeros((1, 100, 3), np.float32)}
+    pair["logits"][0, 7, 1] = np.nan
+    with pytest.raises(RunFailed, match=r"^output 'logits' holds 1 NaN or infinite value"):
+        decode(pair, ["a", "b", "c"], type="detr")
