@@ -229,6 +229,19 @@ def test_a_concat_shares_one_scale_across_its_tensors():
     assert scales["x"] == pytest.approx(1.0 / 127)  # not a Concat's tensor: its own threshold
 
 
+def test_a_constant_concatenated_keeps_out_of_the_shared_scale():
+    """A Concat of an activation and a constant (a learned token, an extra channel of ones): TensorRT takes the
+    constant as weights, so only the activation and the output share the scale."""
+    nodes = [
+        conv("conv0", "x", "y0", "W0"),
+        helper.make_node("Concat", ["y0", "k"], ["cat"], name="cat", axis=1),
+        helper.make_node("Conv", ["cat", "W1"], ["y"], name="conv1"),
+    ]
+    inits = {"W0": np.ones((C, C, 1, 1)), "k": np.ones((1, C, 4, 4)), "W1": np.ones((C, 2 * C, 1, 1))}
+    plan = fusions.plan(prepare(model_of(nodes, inits)))
+    assert plan.groups() == {"cat": ["cat", "y0"]}
+
+
 def test_a_kept_add_or_pooling_layer_gets_no_pair():
     model = resnet_block()
     graph = prepare(model)

@@ -160,5 +160,20 @@ def test_minmax_is_the_largest_absolute_value_and_zero_tensors_stay_zero():
 def test_bad_percentile_and_method_are_user_errors():
     with pytest.raises(EdgeError, match="--percentile 0"):
         amax("percentile", np.ones(2048), 1.0, 1.0, percentile=0)
+    with pytest.raises(EdgeError, match=r"--percentile 100.5: must be in \(0, 100\]"):
+        amax("percentile", np.ones(2048), 1.0, 1.0, percentile=100.5)
     with pytest.raises(EdgeError, match="--method kl"):
         amax("kl", np.ones(2048), 1.0, 1.0)
+
+
+def test_each_method_gives_its_bin_count_times_the_bin_width():
+    """Bins cover [0, range] in equal widths: a threshold of b bins is b * range / bins, for any range."""
+    from edge.calib.methods import mse_bin
+
+    hist = np.zeros(2048, np.int64)
+    hist[:300] = 1000
+    hist[1500] = 3  # a far outlier that MSE and entropy clip
+    assert amax("mse", hist, 4.0, 4.0) == pytest.approx(mse_bin(hist) * 4.0 / 2048, rel=1e-12)
+    assert amax("entropy", hist, 4.0, 4.0) == pytest.approx(entropy_bin(hist) * 4.0 / 2048, rel=1e-12)
+    assert amax("percentile", hist, 4.0, 4.0, 50.0) == pytest.approx(percentile_bin(hist, 50.0) * 4.0 / 2048)
+    assert 0 < amax("mse", hist, 4.0, 4.0) < 1500 * 4.0 / 2048
