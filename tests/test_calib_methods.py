@@ -176,4 +176,9 @@ def test_each_method_gives_its_bin_count_times_the_bin_width():
     assert amax("mse", hist, 4.0, 4.0) == pytest.approx(mse_bin(hist) * 4.0 / 2048, rel=1e-12)
     assert amax("entropy", hist, 4.0, 4.0) == pytest.approx(entropy_bin(hist) * 4.0 / 2048, rel=1e-12)
     assert amax("percentile", hist, 4.0, 4.0, 50.0) == pytest.approx(percentile_bin(hist, 50.0) * 4.0 / 2048)
+    # the default percentile is edge calib's (docs/edge-calib.md: 99.9), kept in cli.py too so --help needs no numpy
+    from edge.calib.cli import DEFAULT_PERCENTILE
+
+    assert DEFAULT_PERCENTILE == 99.9
+    assert amax("percentile", hist, 4.0, 4.0) == pytest.approx(percentile_bin(hist, DEFAULT_PERCENTILE) * 4.0 / 2048)
     assert 0 < amax("mse", hist, 4.0, 4.0) < 1500 * 4.0 / 2048
