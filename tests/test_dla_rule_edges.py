@@ -580,8 +580,11 @@ def test_the_report_lists_unknown_ops_and_past_the_cap_how_many_nodes_move():
             chain.append(helper.make_node("Exp", [x], [f"e{i}"]))
             x = f"e{i}"
     chain[-1].output[0] = "y"
-    findings = predict(build(chain, {"x": [1, 4, 8, 8]}), "orin", "10.3").findings
-    assert "17 DLA subgraphs > 16 per DLA core: TensorRT moves subgraphs 17..17 (1 nodes) to GPU (sub.cap)" in findings
+    report = predict(build(chain, {"x": [1, 4, 8, 8]}), "orin", "10.3")
+    assert "17 DLA subgraphs > 16 per DLA core: TensorRT moves subgraphs 17..17 (1 nodes) to GPU (sub.cap)" in report.findings
+    assert [(n.name, n.rule, n.value) for n in report.nodes if n.rule == "sub.cap"] == [
+        ("Relu_32", "sub.cap", "would be DLA subgraph 17")
+    ]
 
 
 def test_the_report_dict_keeps_the_dynamic_inputs_and_the_unconfirmed_rules():
@@ -955,3 +958,42 @@ def test_same_padding_without_strides_takes_stride_one_and_a_malformed_node_coun
     assert (v.device, v.rule) == ("DLA", None)
     no_kernel = build([helper.make_node("MaxPool", ["x"], ["y"])], {"x": [1, 4, 8, 8]})  # kernel_shape is required
     assert predict(no_kernel, "orin", "10.3").nodes[0].flops == 0
+
+
+def test_hardswish_is_an_activation_the_dla_lacks_and_a_slice_10_reads_its_inputs():
+    """HardSwish lowers to a hard sigmoid and a product (onnx-tensorrt); NvInfer.h's DLA activations have no hard
+    sigmoid. Slice-10 takes starts, ends and axes as inputs, as Slice-13 does."""
+    v = verdict(unary("HardSwish", opset=14))
+    assert (v.device, v.rule, v.value) == ("GPU", "act.kind", "HardSwish")
+    inits = {k: np.array(v, np.int64) for k, v in {"s": [1], "e": [3], "a": [1]}.items()}
+    sliced = build([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], {"x": [2, 4, 8, 8]}, inits, opset=10)
+    assert (verdict(sliced).device, verdict(sliced).rule) == ("DLA", None)
+
+
+def test_the_unconfirmed_rules_are_those_of_refusals_and_of_notes_together():
+    """A folded Pad rests on pad.conv (a note on its verdict); a Relu of a 2-D tensor is refused by gen.rank4 (its
+    rule); both are rules no source settles (edge/dla/rules.py)."""
+    model = build(
+        [
+            helper.make_node("Pad", ["x", "p"], ["t"]),
+            helper.make_node("Conv", ["t", "w"], ["c"]),
+            helper.make_node("Flatten", ["c"], ["f"]),
+            helper.make_node("Relu", ["f"], ["y"]),
+        ],
+        {"x": [1, 4, 16, 16]},
+        {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "w": w(8, 4, 3, 3)},
+    )
+    report = predict(model, "orin", "10.3")
+    assert report.nodes[0].fused_into == "Conv_1" and report.nodes[-1].rule == "gen.rank4"
+    assert report.unconfirmed_rules() == ["gen.rank4", "pad.conv"]
+
+
+def test_a_subgraph_over_its_intermediate_cap_says_how_many_gib():
+    """Conv -> Relu inside one subgraph: the Conv's 1 x 64 x 512 x 512 output at FP16 is 32 MiB, 0.03 GiB."""
+    model = build(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+        {"x": [1, 4, 512, 512]},
+        {"w": w(64, 4, 1, 1)},
+    )
+    report = _predict(prepare(model), dataclasses.replace(limits_for("orin"), max_local_bytes=1000), "fp16", "t")
+    assert "DLA subgraph 1: intermediate tensors 0.03 GiB at FP16 >= 1 GiB (sub.local)" in report.findings
