@@ -802,18 +802,20 @@ def test_a_pad_with_runtime_pads_or_an_old_nonzero_value_stays_a_layer_of_its_ow
     assert not _folded(_pad_then("Conv", hw, opset=2, value=1.0))
 
 
-def test_a_report_shows_twenty_folding_notes_and_counts_the_rest():
-    """25 constants each over a 1 KiB folding cap: 25 notes, of which a report prints the first 20."""
+@pytest.mark.parametrize("count", [20, 25])
+def test_a_report_shows_twenty_folding_notes_and_counts_the_rest(count):
+    """Constants each over a 1 KiB folding cap, one note each: a report prints the first 20 and counts the others."""
     one = onnx.numpy_helper.from_array(np.array([0.5], np.float32))
-    nodes = [helper.make_node("ConstantOfShape", ["s"], [f"c{i}"], value=one) for i in range(25)]
-    nodes += [helper.make_node("Sum", [f"c{i}" for i in range(25)], ["y"])]
+    nodes = [helper.make_node("ConstantOfShape", ["s"], [f"c{i}"], value=one) for i in range(count)]
+    nodes += [helper.make_node("Sum", [f"c{i}" for i in range(count)], ["y"])]
     model = build(nodes, {}, {"s": np.array([1, 3, 64, 64], np.int64)})
     graph = prepare(model, cap_bytes=1024)
-    assert len(graph.notes) == 25
+    assert len(graph.notes) == count
     report = _predict(graph, limits_for("orin"), "fp16", "t")
     shown = [f for f in report.findings if "not folded: its output would take" in f]
     assert shown == graph.notes[:20] and "'c19'" in shown[-1]
-    assert "5 more nodes not folded or not analysed" in report.findings
+    more = [f for f in report.findings if "more nodes not folded" in f]
+    assert more == ([] if count == 20 else ["5 more nodes not folded or not analysed"])
 
 
 def test_an_input_declared_without_a_shape_is_dynamic_not_a_scalar():
@@ -928,8 +930,9 @@ def test_metadata_of_a_dynamic_model_is_read_under_the_files_name(tmp_path):
 
 def test_every_dynamic_input_is_listed():
     model = build([helper.make_node("Add", ["a", "b"], ["y"])], {"a": ["N", 4, 8, 8], "b": [1, 4, "H", 8]})
-    with pytest.raises(EdgeError, match=r"^dynamic input 'a' \['N', 4, 8, 8\], 'b' \[1, 4, 'H', 8\]: the DLA"):
+    with pytest.raises(EdgeError, match=r"^dynamic input 'a' \['N', 4, 8, 8\], 'b' \[1, 4, 'H', 8\]: the DLA") as err:
         predict(model, "orin", "10.3")
+    assert str(err.value).endswith("e.g. --shape a=1x4x8x8 --shape b=1x4x640x8")  # one flag per input
 
 
 def test_a_refused_deconvolution_names_its_stride_or_dilation():
@@ -997,3 +1000,35 @@ def test_a_subgraph_over_its_intermediate_cap_says_how_many_gib():
     )
     report = _predict(prepare(model), dataclasses.replace(limits_for("orin"), max_local_bytes=1000), "fp16", "t")
     assert "DLA subgraph 1: intermediate tensors 0.03 GiB at FP16 >= 1 GiB (sub.local)" in report.findings
+
+
+def test_deconvolution_and_pooling_refusals_name_what_broke_them():
+    from tests.test_dla_rules import deconv
+
+    runtime = build([helper.make_node("ConvTranspose", ["x", "k"], ["y"])], {"x": [1, 4, 8, 8], "k": [4, 4, 2, 2]})
+    assert (verdict(runtime).rule, verdict(runtime).value) == ("conv.weights", "weights come from a runtime tensor")
+    v = verdict(deconv((4, 4, 3, 3), strides=[2, 2], auto_pad="SAME_UPPER"))  # no pads given: the mode is named
+    assert (v.rule, v.value) == ("deconv.pad", "padding SAME_UPPER")
+    v = verdict(pool("AveragePool", kernel_shape=[2, 2]), target="xavier", trt="8.5")
+    assert (v.rule, v.value) == ("pool.exclusive", "count_include_pad=0 (exclusive padding)")
+
+
+def test_a_bias_add_joins_its_matmul_whichever_operand_comes_first_and_a_conv_without_pads_has_none():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["b", "m"], ["y"])]
+    fc, add = predict(build(nodes, {"x": [1, 64]}, {"w": w(64, 16), "b": w(16)}), "orin", "10.3").nodes
+    assert (add.fused_into, add.device) == (fc.name, "DLA")
+    # a Conv without a pads attribute pads nothing (ONNX): a Pad of 2 on top of a 3x3 kernel folds (2 < 3)
+    pad = helper.make_node("Pad", ["x", "p"], ["t"])
+    conv_ = helper.make_node("Conv", ["t", "w"], ["y"])
+    inits = {"p": np.array([0, 0, 2, 0, 0, 0, 0, 0], np.int64), "w": w(8, 4, 3, 3)}
+    assert _folded(build([pad, conv_], {"x": [1, 4, 40, 40]}, inits))
+
+
+def test_a_qdq_model_s_report_says_first_how_it_was_predicted():
+    from edge.calib import qdq
+    from tests.test_calib_qdq import two_layers
+
+    model = two_layers()
+    q_model, _ = qdq.build(model, prepare(model), {"x": 1.0, "a": 1.0, "r": 1.0})
+    report = predict(q_model, "orin", "10.3")
+    assert report.findings[0].startswith("Q/DQ model: predicted without its ")

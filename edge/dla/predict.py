@@ -574,7 +574,6 @@ def _check_of(op: str) -> Callable[[_Ctx, Any], Broken]:
         "LpPool": _check_pool,
         "BatchNormalization": _check_scale,
         "PRelu": _check_prelu,
-        "HardSwish": _check_activation,
         "LRN": _check_lrn,
         "Softmax": _check_softmax,
         "Concat": _check_concat,
