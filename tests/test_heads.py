@@ -1007,6 +1007,9 @@ def test_centerface_takes_a_dynamic_grid_but_needs_static_channels():
     dynamic_grid = {n: (1, c, "h", "w") for n, c in zip(names, (1, 2, 2, 10))}
     head = heads.choose(TaskConfig(type="centerface"), shaped(dynamic_grid), SPEC, [])
     assert head.kind == "centerface" and head.outputs["landmarks"] == "landmarks"
+    assert head.keypoints == (5, 2)  # 10 landmark channels: 5 points (eyes, nose, mouth corners), x and y
+    wrong = {n: (1, c, 8, 8) for n, c in zip(names[:3], (1, 2, 3))}
+    assert "centerface reads outputs of 1, 2, 2 (and 10) channels" in refusal(wrong, type="centerface")
     dynamic_channels = {n: (1, c, 8, 8) for n, c in zip(names, (1, "c", 2, 10))}
     assert "centerface reads heatmap [1, 1, h, w]" in refusal(dynamic_channels, type="centerface")
 
@@ -1096,3 +1099,20 @@ def test_a_nan_in_blazeface_box_regressors_names_that_output():
     post = decoder(out, spec=PreprocessSpec(128, 128))
     with pytest.raises(RunFailed, match="^output 'r8' holds 1 NaN or infinite value"):
         post(out, identity(PreprocessSpec(128, 128)))
+
+
+def test_more_head_recognition_edges_from_a_third_sample():
+    """A two-class classifier ([1, 2]: one dimension above 1); an NMS count output named just 'num'; SSD outputs
+    whose anchor counts differ, both named; a forced YOLOX layout whose candidates fit no grid; a pose head under a
+    forced layout; grid cells counted with ceil division (100 x 100 at strides 8, 16, 32: 13^2 + 7^2 + 4^2)."""
+    head = heads.choose(TaskConfig(), shaped({"prob": (1, 2)}), SPEC, ["cat", "dog"])
+    assert (head.kind, head.classes) == ("classify", 2)
+    nms = shaped({"num": (1, 1), "boxes": (1, 100, 4), "scores": (1, 100), "classes": (1, 100)})
+    assert heads.choose(TaskConfig(type="nms_plugin"), nms, SPEC, []).outputs["count"] == "num"
+    said = refusal({"boxes": (1, 100, 4), "scores": (1, 90, 91)}, type="ssd")
+    assert "boxes has 100 anchors, scores 90" in said
+    said = refusal({"output0": (1, 1000, 85)}, [f"c{i}" for i in range(80)], yolo_layout="yolox", type="yolo")
+    assert "yolo_layout yolox needs one candidate per grid cell (8400 at 640x640), output0 has 1000" in said
+    pose = heads.choose(TaskConfig(yolo_layout="v8", keypoints=[17, 3]), shaped({"output0": (1, 56, 8400)}), SPEC, ["p"])
+    assert (pose.kind, pose.keypoints) == ("yolo_pose", (17, 3))
+    assert heads.cells(PreprocessSpec(100, 100), (8, 16, 32)) == 13 * 13 + 7 * 7 + 4 * 4
