@@ -105,6 +105,10 @@ def test_a_probability_score_decides_at_one_half_and_a_logit_at_zero():
     p, logit = meter.summary()
     assert (p.positions, p.agreement) == (2, 0.5)
     assert (logit.positions, logit.agreement) == (2, 0.5)  # the second logit flips at 0
+    # the same values as the probability's, as logits: 0.6 -> 0.45 crosses 0.5 but not 0, so they agree
+    meter = FidelityMeter(g, ["logit"], "nhwc")
+    meter.update({"logit": fp32["p"]}, {"logit": int8["p"]})
+    assert meter.summary()[0].agreement == 1.0
 
 
 def test_integer_outputs_are_compared_value_for_value_without_sqnr():

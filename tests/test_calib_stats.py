@@ -656,4 +656,24 @@ def test_a_simulated_int8_tap_keeps_the_qdq_pairs_as_ops_of_their_own():
     tap = TensorTap(_tiny_model(), [["relu"]], simulated_int8=True)
     options = tap.sessions[0][0].get_session_options()
     assert options.get_session_config_entry("session.disable_quant_qdq") == "1"
+    # and its workers do not spin: they would take the core that counts the previous batch
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert tap.sessions[0][0].get_providers() == ["CPUExecutionProvider"]
+
+
+def test_an_untyped_output_is_measured_and_a_fixed_batch_is_read_before_any_symbol():
+    """An output shape inference could not type (a custom op's) is still an activation to measure (the run says if it
+    is float); a batch of 4 fixed in the file is fixed whatever the other dimensions are."""
+    from edge.calib.stats import fixed_batch
+
+    g = helper.make_graph(
+        [helper.make_node("MyOp", ["x"], ["t"], domain="custom"), helper.make_node("Relu", ["t"], ["y"])],
+        "custom",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, "c", 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("custom", 1)])
+    graph = prepare(model)
+    acts, _ = calibration_tensors(graph)
+    assert "t" not in graph.dtypes and acts == ["x", "t", "y"]
+    assert fixed_batch(graph) == 4
