@@ -385,6 +385,15 @@ REFUSALS = [
     (_M + "sources: [{uri: a.mp4, task: {score_threshold: 2}}]\n", "sources[0].task.score_threshold", "2.0"),
     (_M + "sources: [{uri: a.mp4}]\npool: {engines: [tpu]}\n", "pool.engines", None),
     (_M + "task: {type: ssd, anchor_grids: [[3]]}\n", "task.anchor_grids", "[[3]]"),
+    (_M + "view: {width: 15}\n", "view.width", "15"),
+    (_M + "source: {uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 1}}\n", "source.reconnect", "'max_delay_s': 1.0"),
+    (
+        _M + "sources: [{uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 1}}]\n",
+        "sources[0].reconnect",
+        "'max_delay_s': 1.0",
+    ),
+    (_M + "sources: [{uri: a.mp4}]\npool: {engines: [cpu, cpu]}\n", "pool.engines", None),
+    (_M + "sources: [{uri: a.mp4}]\npool: {dla_engine: x.engine}\n", "pool.dla_engine", None),
 ]
 
 
@@ -426,6 +435,8 @@ def test_the_limits_of_a_config_hold_at_their_edges(tmp_path):
         write(tmp_path, _M + "sources: [{uri: a.mp4}]\npool: {engines: [cpu, cpu1, cpu2, cpu3, cpu4, cpu5, cpu6, cpu7]}\n")
     )
     load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, format: bgr}]\n"))
+    load_config(write(tmp_path, _M + "view: {width: 16}\n"))  # the smallest view
+    load_config(write(tmp_path, _M + "source: {uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 5}}\n"))
 
     def labels(n: int) -> str:  # the first label anchored, then n aliases of it
         return _M + "task: {labels: [&a x, " + ", ".join(["*a"] * n) + "]}\n"
@@ -454,3 +465,13 @@ def test_a_long_value_is_cut_in_the_message():
     cut = short(value, 100)
     assert len(cut) == 101 and cut.startswith("['yyyy") and cut.endswith("…")
     assert short(["y"], 100) == "['y']"  # short enough: whole
+
+
+def test_an_onnxruntime_pools_engine_refusals_name_its_own_engines(tmp_path):
+    for engines, said in (
+        ("[tpu]", "'tpu' is not an engine of backend onnxruntime; use cpu, cpu1, ... or cuda, cuda1, ... (one session each)"),
+        ("[cpu, cpu]", "cpu is listed twice; each engine once"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            load_config(write(tmp_path, _M + f"sources: [{{uri: a.mp4}}]\npool: {{engines: {engines}}}\n"))
+        assert str(e.value).endswith(f"key 'pool.engines': {said}")
