@@ -511,6 +511,7 @@ def test_each_sink_gets_the_frames_decoded_result_and_an_image_only_when_it_draw
     assert [(i, r.classes[0].class_id, img) for i, r, img in plain.got] == [(i, i, None) for i in range(5)]
     assert [i for i, _, _ in drawing.got] == list(range(5))
     assert all(img is not None and img.shape == (4, 4, 3) for _, _, img in drawing.got)
+    assert {n: src["served_by"] for n, src in pool.summary()["sources"].items()} == {"a": {"gpu": 5}, "b": {"gpu": 5}}
 
 
 def test_a_python_error_in_a_sink_is_the_lanes_delivery_failure():
