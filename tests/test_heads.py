@@ -1116,3 +1116,13 @@ def test_more_head_recognition_edges_from_a_third_sample():
     pose = heads.choose(TaskConfig(yolo_layout="v8", keypoints=[17, 3]), shaped({"output0": (1, 56, 8400)}), SPEC, ["p"])
     assert (pose.kind, pose.keypoints) == ("yolo_pose", (17, 3))
     assert heads.cells(PreprocessSpec(100, 100), (8, 16, 32)) == 13 * 13 + 7 * 7 + 4 * 4
+
+
+def test_a_nan_in_the_mask_prototypes_names_that_output():
+    raw = v8([(100, 100, 40, 20, 0.9, 3)], extra=32)
+    protos = np.zeros((1, 32, 160, 160), np.float32)
+    protos[0, 5, 7, 9] = np.nan
+    out = {"output0": raw, "output1": protos}
+    post = decoder(out, [f"c{i}" for i in range(80)])
+    with pytest.raises(RunFailed, match="^output 'output1' holds 1 NaN or infinite value"):
+        post(out, identity())
