@@ -129,6 +129,9 @@ def test_int8_grouped_conv_with_channels_per_group_not_a_multiple_of_4_is_noted(
     model = conv((1, 12, 16, 16), (12, 6, 3, 3), group=2, pads=[1, 1, 1, 1])
     notes = verdict(model, precision="int8").notes
     assert "INT8 grouped conv with 6/6 channels per group runs FP16 (conv.int8_group)" in notes
+    # 12 -> 16 in 2 groups: 6 in (not a multiple of 4) and 8 out per group: one of the two is enough for the note
+    notes = verdict(conv((1, 12, 16, 16), (16, 6, 3, 3), group=2, pads=[1, 1, 1, 1]), precision="int8").notes
+    assert "INT8 grouped conv with 6/8 channels per group runs FP16 (conv.int8_group)" in notes
     # 16 -> 8 in 2 groups: 8 in and 4 out per group, both multiples of 4: no note
     assert not any("int8_group" in n for n in verdict(conv((1, 16, 8, 8), (8, 8, 1, 1), group=2), precision="int8").notes)
 
@@ -1020,8 +1023,9 @@ def test_a_bias_add_joins_its_matmul_whichever_operand_comes_first_and_a_conv_wi
     # a Conv without a pads attribute pads nothing (ONNX): a Pad of 2 on top of a 3x3 kernel folds (2 < 3)
     pad = helper.make_node("Pad", ["x", "p"], ["t"])
     conv_ = helper.make_node("Conv", ["t", "w"], ["y"])
-    inits = {"p": np.array([0, 0, 2, 0, 0, 0, 0, 0], np.int64), "w": w(8, 4, 3, 3)}
-    assert _folded(build([pad, conv_], {"x": [1, 4, 40, 40]}, inits))
+    for pads in ([0, 0, 2, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 2]):  # top 2, then right 2
+        inits = {"p": np.array(pads, np.int64), "w": w(8, 4, 3, 3)}
+        assert _folded(build([pad, conv_], {"x": [1, 4, 40, 40]}, inits)), pads
 
 
 def test_a_qdq_model_s_report_says_first_how_it_was_predicted():
@@ -1032,3 +1036,14 @@ def test_a_qdq_model_s_report_says_first_how_it_was_predicted():
     q_model, _ = qdq.build(model, prepare(model), {"x": 1.0, "a": 1.0, "r": 1.0})
     report = predict(q_model, "orin", "10.3")
     assert report.findings[0].startswith("Q/DQ model: predicted without its ")
+
+
+def test_a_subgraphs_weights_are_every_layers_weights_at_fp16():
+    """Two convolutions in one loadable: (8 x 4 x 3 x 3 + 8 x 8 x 3 x 3) weights x 2 bytes = 1728 bytes."""
+    model = build(
+        [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Conv", ["c", "w2"], ["y"])],
+        {"x": [1, 4, 16, 16]},
+        {"w1": w(8, 4, 3, 3), "w2": w(8, 8, 3, 3)},
+    )
+    (sub,) = predict(model, "orin", "10.3").subgraphs
+    assert (len(sub.nodes), sub.weight_bytes) == (2, (8 * 4 * 9 + 8 * 8 * 9) * 2)

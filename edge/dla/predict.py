@@ -671,7 +671,6 @@ class _Partition:
 
     def __init__(self, units: List[int], preds: Dict[int, List[int]], on_dla: Set[int], exits: Set[int] = frozenset()) -> None:
         self.order: Dict[Any, float] = {u: i for i, u in enumerate(units)}
-        self.preds = preds
         self.succs: Dict[Any, List[Any]] = {u: [] for u in units}
         for v, ps in preds.items():
             for p in ps:
