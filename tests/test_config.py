@@ -437,6 +437,7 @@ def test_the_limits_of_a_config_hold_at_their_edges(tmp_path):
     load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, format: bgr}]\n"))
     load_config(write(tmp_path, _M + "view: {width: 16}\n"))  # the smallest view
     load_config(write(tmp_path, _M + "source: {uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 5}}\n"))
+    load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 5}}]\n"))
 
     def labels(n: int) -> str:  # the first label anchored, then n aliases of it
         return _M + "task: {labels: [&a x, " + ", ".join(["*a"] * n) + "]}\n"
