@@ -588,15 +588,20 @@ def refusal(shapes, labels=(), spec=SPEC, meta=None, dtype=np.float32, **task):
     return str(err.value)
 
 
-def test_blazeface_decodes_a_face_on_its_anchor_grid():
-    # MediaPipe's anchors: 16x16 cells, 2 a cell, then 8x8 cells, 6 a cell (512 + 384); cell (row 8, column 8) of
-    # the first map is anchor 2 * (8 * 16 + 8) = 272, centre (8.5 / 16 * 128, same) = (68, 68); a 20 x 20 box
-    out = {
+def blazeface_outputs():
+    """A 128 x 128 BlazeFace's raw outputs with no face: scores and regressors of both anchor maps."""
+    return {
         "s16": np.full((1, 512, 1), -10, np.float32),
         "s8": np.full((1, 384, 1), -10, np.float32),
         "r16": np.zeros((1, 512, 16), np.float32),
         "r8": np.zeros((1, 384, 16), np.float32),
     }
+
+
+def test_blazeface_decodes_a_face_on_its_anchor_grid():
+    # MediaPipe's anchors: 16x16 cells, 2 a cell, then 8x8 cells, 6 a cell (512 + 384); cell (row 8, column 8) of
+    # the first map is anchor 2 * (8 * 16 + 8) = 272, centre (8.5 / 16 * 128, same) = (68, 68); a 20 x 20 box
+    out = blazeface_outputs()
     out["s16"][0, 272, 0], out["r16"][0, 272, 2:4] = 5.0, 20.0
     post = decoder(out, spec=PreprocessSpec(128, 128))
     assert post.head_info == "blazeface"
@@ -1089,12 +1094,7 @@ def test_a_mask_whose_logits_are_all_zero_is_empty_and_drops_its_detection():
 
 
 def test_a_nan_in_blazeface_box_regressors_names_that_output():
-    out = {
-        "s16": np.full((1, 512, 1), -10, np.float32),
-        "s8": np.full((1, 384, 1), -10, np.float32),
-        "r16": np.zeros((1, 512, 16), np.float32),
-        "r8": np.zeros((1, 384, 16), np.float32),
-    }
+    out = blazeface_outputs()
     out["s16"][0, 272, 0], out["r8"][0, 0, 0] = 5.0, np.nan  # one face, so the regressors are read
     post = decoder(out, spec=PreprocessSpec(128, 128))
     with pytest.raises(RunFailed, match="^output 'r8' holds 1 NaN or infinite value"):
