@@ -182,6 +182,7 @@ LIMITS = [
     ("view.quality", 100, 101, "JPEG"),  # JPEG quality 1..100
     ("view.quality", 1, 0, "1..100"),
     ("view.max_viewers", 64, 65, ""),
+    ("view.max_viewers", 1, 0, "1..64"),
     ("view.max_fps", 0.5, 0, ""),
     ("metrics.allowed_hosts", ["jetson.lan", "10.0.0.2"], ["bad host!"], ""),  # a Host header holds a name or IP
     ("view.allowed_hosts", ["x" * 63 + ".lan"], ["x" * 64 + ".lan"], ""),  # a DNS label is 1..63 octets
@@ -386,6 +387,10 @@ REFUSALS = [
     (_M + "sources: [{uri: a.mp4}]\npool: {engines: [tpu]}\n", "pool.engines", None),
     (_M + "task: {type: ssd, anchor_grids: [[3]]}\n", "task.anchor_grids", "[[3]]"),
     (_M + "view: {width: 15}\n", "view.width", "15"),
+    (_M + "pipeline: {frames: 0}\n", "pipeline.frames", "0"),
+    (_M + "telemetry: {interval_s: 0}\n", "telemetry.interval_s", "0.0"),
+    (_M + "metrics: {textfile: out.txt}\n", "metrics.textfile", "'out.txt'"),
+    (_M + "input: {size: [0, 10]}\n", "input.size", "[0, 10]"),
     (_M + "source: {uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 1}}\n", "source.reconnect", "'max_delay_s': 1.0"),
     (
         _M + "sources: [{uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 1}}]\n",
@@ -476,3 +481,17 @@ def test_an_onnxruntime_pools_engine_refusals_name_its_own_engines(tmp_path):
         with pytest.raises(ConfigError) as e:
             load_config(write(tmp_path, _M + f"sources: [{{uri: a.mp4}}]\npool: {{engines: {engines}}}\n"))
         assert str(e.value).endswith(f"key 'pool.engines': {said}")
+
+
+def test_a_set_value_may_hold_an_equals_sign_and_file_level_refusals_name_the_file(tmp_path):
+    """`--set KEY=VALUE` splits at the first '=': the value keeps the rest (a label "a=b")."""
+    cfg = load_config(DEMO_CONFIG, ["task.labels=[a=b, c]"])
+    assert cfg.task.labels == ["a=b", "c"]
+    both = write(tmp_path, "model: {asset: blazeface-back-256, path: m.onnx}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(both)
+    assert str(e.value) == f"{both}: keys 'model.path' and 'model.asset' both set; keep one"
+    listed = write(tmp_path, "[1, 2]\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(listed)
+    assert str(e.value) == f"{listed}: the top level must be a mapping of keys, got list"
