@@ -1063,10 +1063,13 @@ def test_a_retinaface_prior_count_mismatch_names_both_counts():
 
 
 def test_a_raw_head_without_labels_is_refused_without_a_class_count():
-    # 84 x 84: attributes and candidates cannot be told apart
-    assert "output0 [1, 84, 84] fits no YOLO layout; " in refusal({"output0": (1, 84, 84)}, type="yolo")
-    labelled = refusal({"output0": (1, 84, 84)}, [f"c{i}" for i in range(80)], type="yolo")
-    assert "output0 [1, 84, 84] fits no YOLO layout with 80 classes; " in labelled
+    # 84 x 84 at 640 x 640: either way round, 84 candidates are not the 80^2 + 40^2 + 20^2 = 8400 grid cells
+    said = "output0 [1, 84, 84] has 84 candidates, not one per grid cell (8400 at 640x640)"
+    assert said in refusal({"output0": (1, 84, 84)}, type="yolo")
+    assert said in refusal({"output0": (1, 84, 84)}, [f"c{i}" for i in range(80)], type="yolo")
+    # [1, 8400, 85] is 81 classes as v8t, 80 as v5 or YOLOX: never the 79 labels
+    labelled = refusal({"output0": (1, 8400, 85)}, [f"c{i}" for i in range(79)], type="yolo")
+    assert "output0 [1, 8400, 85] fits no YOLO layout with 79 classes; " in labelled
 
 
 def test_centerface_on_a_wide_input_takes_each_axis_stride():
@@ -1126,3 +1129,72 @@ def test_a_nan_in_the_mask_prototypes_names_that_output():
     post = decoder(out, [f"c{i}" for i in range(80)])
     with pytest.raises(RunFailed, match="^output 'output1' holds 1 NaN or infinite value"):
         post(out, identity())
+
+
+def test_blazeface_scores_squeezed_to_rank_2_are_refused_naming_the_pairs():
+    # scores [k, 1] instead of [1, k, 1]: the regressor alone must not pass as a pair
+    shapes = {"r16": (1, 512, 16), "s16": (512, 1)}
+    msg = refusal(shapes, spec=PreprocessSpec(128, 128), type="blazeface", anchor_grids=[[16, 2]])
+    assert "blazeface reads pairs of score [1, k, 1] and regressor [1, k, 16] outputs" in msg
+
+
+def test_centerface_outputs_of_different_heights_are_refused():
+    shapes = {"heatmap": (1, 1, 120, 160), "scale": (1, 2, 60, 160), "offset": (1, 2, 120, 160)}
+    assert "centerface's outputs share one grid" in refusal(shapes, type="centerface")
+
+
+def test_a_quantized_picodet_or_nms_plugin_output_is_refused_naming_it():
+    # each head's every output counts: an int8 level or count output means nothing without its scale
+    picodet = {k: v for k, v in PICODET.items() if not k.endswith("64")}  # 800 / 64 is not whole: three levels
+    picodet["scores16"] = picodet["scores16"].astype(np.int8)
+    with pytest.raises(ConfigError, match="output 'scores16' is int8: edge cannot read quantized"):
+        decoder(picodet, spec=PreprocessSpec(608, 800), type="picodet")
+    plugin = {
+        "num_dets": np.zeros((1, 1), np.uint8),
+        "det_boxes": np.zeros((1, 100, 4), np.float32),
+        "det_scores": np.zeros((1, 100), np.float32),
+        "det_classes": np.zeros((1, 100), np.int32),
+    }
+    with pytest.raises(ConfigError, match="output 'num_dets' is uint8"):
+        decoder(plugin, type="nms_plugin")
+
+
+def test_a_six_wide_detr_output_reads_by_its_metadata_or_labels():
+    from edge.metadata import read
+
+    rows = [TensorInfo("output0", (1, 300, 6), np.dtype(np.float32))]
+    # Ultralytics' RT-DETR export: rows of cx, cy, w, h, score, class (docs/models.md), whatever its class count
+    meta = read("m.onnx", {"names": "{0: 'a', 1: 'b'}", "task": "detect", "head": "RTDETRDecoder"})
+    assert heads.choose(TaskConfig(), rows, SPEC, ["a", "b"], meta).describe() == "detr rows (2 classes)"
+    # task.type detr without that metadata: two labels make the six values four box values and two class scores
+    assert heads.choose(TaskConfig(type="detr"), rows, SPEC, ["a", "b"]).describe() == "detr scores (2 classes)"
+    assert heads.choose(TaskConfig(type="detr"), rows, SPEC, ["a", "b", "c"]).describe() == "detr rows (3 classes)"
+
+
+def test_a_square_yolo_output_is_ambiguous_until_the_layout_is_named():
+    # at 64 x 64 strides 8, 16, 32 make 64 + 16 + 4 = 84 cells: [1, 84, 84] is 80 classes either way round
+    spec, shapes = PreprocessSpec(64, 64), {"output0": (1, 84, 84)}
+    assert "ambiguous: it reads as yolo v8 (80 classes) or as yolo v8t (80 classes)" in refusal(shapes, spec=spec)
+    for layout in ("v8", "v8t"):
+        head = heads.choose(TaskConfig(yolo_layout=layout), shaped(shapes), spec, [])
+        assert head.describe() == f"yolo {layout} (80 classes)"
+
+
+def test_end2end_metadata_picks_the_end_to_end_rows_over_a_raw_head_of_the_same_shape():
+    from edge.metadata import read
+
+    # at 112 x 128 strides 8 to 64 make 14*16 + 7*8 + 4*4 + 2*2 = 300 cells: 300 rows of 6 also read as a raw
+    # candidates-first head of 2 classes; the export's end2end flag says which
+    spec, rows = PreprocessSpec(112, 128), [TensorInfo("output0", (1, 300, 6), np.dtype(np.float32))]
+    names = {"names": "{0: 'a', 1: 'b'}", "task": "detect"}
+    assert heads.choose(TaskConfig(), rows, spec, ["a", "b"], read("m.onnx", {**names, "end2end": "True"})).kind == "yolo_end2end"
+    with pytest.raises(ConfigError, match="fit yolo v8t .*and yolo_end2end"):
+        heads.choose(TaskConfig(), rows, spec, ["a", "b"], read("m.onnx", names))
+
+
+def test_picodet_and_retinaface_refusals_spell_out_the_outputs_they_read():
+    # the refusal is the user's only description of the layout: N anchors, C classes, R + 1 bins, A priors a cell
+    msg = refusal({"x": (1, 10, 3)}, type="picodet")
+    assert "picodet reads per level scores [1, N, C] and box distributions [1, N, 4 * (R + 1)]" in msg
+    msg = refusal({"x": (1, 10, 3)}, type="retinaface")
+    assert "landmarks [1, N, 10] per prior, or each level's maps of 4A, 2A and 10A channels" in msg

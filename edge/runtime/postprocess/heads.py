@@ -119,7 +119,7 @@ def _raw_head(ctx: Context, extra: int, kind: str) -> Fit:
     g3, g6 = _grid_counts(ctx)
     options: List[Head] = []
     want = ctx.layout if ctx.layout != "auto" else None
-    if _static(a) and (not _static(b) or a < b):  # attributes first: v8
+    if _static(a) and (not _static(b) or a <= b):  # attributes first: v8 (a square output is both)
         c = a - 4 - extra
         if want is None and _static(b) and b not in (g3, g6):
             # not one candidate per grid cell: an OCR recogniser's [1, T, V] or a feature map, not a detector
@@ -130,7 +130,7 @@ def _raw_head(ctx: Context, extra: int, kind: str) -> Fit:
             options.append(Head(kind, {"head": t.name}, "v8", c))
         elif want in (None, "v8"):
             return ctx.class_note(c) if c >= 1 else f"{t.name} {list(t.shape)} has no room for class scores"
-    if _static(b) and (not _static(a) or b < a):  # candidates first: v8t, v5 or yolox
+    if _static(b) and (not _static(a) or b <= a):  # candidates first: v8t, v5 or yolox
         n = a if _static(a) else None
         for layout, c in (("v8t", b - 4 - extra), ("v5", b - 5 - extra), ("yolox", b - 5 - extra)):
             if want not in (None, layout) or not ctx.classes_ok(c):
@@ -221,7 +221,7 @@ def _fit_nms_plugin(ctx: Context) -> Fit:
     if len(outs) != 4:
         return f"nms_plugin reads four outputs (count, boxes, scores, classes), the model has {len(outs)}"
     roles = {
-        "count": _role(outs, ("num_det", "num_dets", "num")),
+        "count": _role(outs, ("num",)),  # num_dets, num_detections, num
         "boxes": _role(outs, ("box",)),
         "scores": _role(outs, ("score",)),
         "classes": _role(outs, ("class", "label")),
@@ -527,7 +527,7 @@ def choose(
         raise ConfigError(
             one_line(f"the model is an oriented-box (obb) detector ({shown(outputs)}); edge does not decode obb heads yet")
         )
-    kinds = _META_TASKS.get(meta_task, tuple(FITS)) if meta_task else tuple(FITS)
+    kinds = _META_TASKS.get(meta_task, tuple(FITS))
     if _detr_meta(ctx):
         kinds = ("detr",)
     if ctx.layout != "auto":  # a YOLO layout named in the config: only the raw YOLO heads are meant
@@ -591,7 +591,7 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
     if head.kind == "retinaface":
         from edge.runtime.postprocess.retinaface import RetinaFace
 
-        return RetinaFace(task, head, labels, spec.width, spec.height)
+        return RetinaFace(task, head, labels)
     if head.kind == "segment":
         from edge.runtime.postprocess.segment import Segmenter
 

@@ -52,7 +52,7 @@ def probabilities(scores: np.ndarray) -> bool:
 
 
 class RetinaFace:
-    def __init__(self, task: Any, head: Any, labels: List[str], width: int, height: int) -> None:
+    def __init__(self, task: Any, head: Any, labels: List[str]) -> None:
         self.task, self.labels = task, labels or ["face"]
         self.names: Dict[str, str] = head.outputs
         self.layout = head.layout  # rows, nhwc or nchw
