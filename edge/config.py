@@ -511,7 +511,7 @@ def _describe(tp: Any) -> str:
     if origin in _UNIONS:
         return " or ".join("null" if a is type(None) else _describe(a) for a in typing.get_args(tp))
     if origin is list:
-        return f"a list of {_describe(typing.get_args(tp)[0])}"
+        return f"a list (each item {_describe(typing.get_args(tp)[0])})"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}.get(tp, str(tp))
@@ -598,7 +598,13 @@ def check_input(i: InputConfig, origin: str) -> None:
         for mean, std in zip(i.mean * (3 // len(i.mean)), i.std * (3 // len(i.std))):
             value = (pixel * i.scale + i.offset - mean) / std
             if not math.isfinite(value) or abs(value) > 3.0e38:
-                raise _bad(origin, "input.scale", "a normalisation that keeps pixels finite (e.g. 1/255)", i.scale)
+                raise _bad(
+                    origin,
+                    "input.scale",
+                    "scale, offset, mean and std that keep (pixel * scale + offset - mean) / std a finite float32 for "
+                    "pixels 0..255 (e.g. scale 1/255)",
+                    {"scale": i.scale, "offset": i.offset, "mean": i.mean, "std": i.std},
+                )
 
 
 def _check(cfg: RunConfig, origin: str) -> None:
@@ -674,10 +680,10 @@ def _check(cfg: RunConfig, origin: str) -> None:
             "source.reconnect", "initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0", dataclasses.asdict(r)
         )
     tel = cfg.telemetry
-    if tel.interval_s <= 0 or tel.idle_baseline_s < 0:
-        raise bad(
-            "telemetry.interval_s" if tel.interval_s <= 0 else "telemetry.idle_baseline_s", "a positive number", tel.interval_s
-        )
+    if tel.interval_s <= 0:
+        raise bad("telemetry.interval_s", "a positive number", tel.interval_s)
+    if tel.idle_baseline_s < 0:
+        raise bad("telemetry.idle_baseline_s", "0 (no baseline) or a positive number of seconds", tel.idle_baseline_s)
     if tel.backend == "replay" and not (tel.replay_path and cfg.resolve_path(tel.replay_path).is_file()):
         got = f"{cfg.resolve_path(tel.replay_path)} does not exist" if tel.replay_path else "it is not set"
         raise key_error(

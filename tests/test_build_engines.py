@@ -108,7 +108,7 @@ def test_a_bad_engines_key_in_the_build_file_names_the_key(demo_model, tmp_path,
     assert f"{config}: key 'engines': unknown engine 'npu'" in line
     config.write_text(f"model:\n  path: {demo_model}\nengines: gpu\n")  # a list, not a string
     assert edge_build("-c", str(config), "-o", str(tmp_path / "m.engine")) == 2
-    assert "key 'engines': expected a list of a string or null, got 'gpu'" in one_error_line(capsys)
+    assert "key 'engines': expected a list (each item a string) or null, got 'gpu'" in one_error_line(capsys)
     assert names_in(tmp_path) == ["build.yaml"]
 
 

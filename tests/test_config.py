@@ -199,7 +199,7 @@ def test_a_key_is_taken_at_its_limit_and_refused_past_it_naming_the_flag(key, ok
 
 def test_a_file_s_bad_value_is_named_by_the_file_and_key(tmp_path):
     p = write(tmp_path, "model: {asset: x}\ninput: {scale: 1.0e+37}\n")
-    assert refusal(None, config=p).startswith(f"{p}: key 'input.scale': expected a normalisation")
+    assert refusal(None, config=p).startswith(f"{p}: key 'input.scale': expected scale, offset, mean and std that keep")
     p = write(tmp_path, "model: {asset: x}\nmetrics: {allowed_hosts: [" + ", ".join(["a"] * 65) + "]}\n")
     assert refusal(None, config=p).startswith(f"{p}: key 'metrics.allowed_hosts': expected ")
 
@@ -245,7 +245,7 @@ def test_floats_are_finite_and_typed_lists_are_checked_item_by_item(tmp_path):
     assert "expected true or false, got 1" in refusal(["source.loop=1"])
     assert "expected an integer, got True" in refusal(["source.flip=true"])
     assert "expected a string" in refusal(["source.uri=3"])
-    assert "expected a list of" in refusal(["input.mean=0.5"])
+    assert "expected a list (each item a finite number), got 0.5" in refusal(["input.mean=0.5"])
     assert "expected an integer or null" in refusal(["source.width=wide"])
     assert load_config(DEMO_CONFIG, ["task.labels=[a, b]"]).task.labels == ["a", "b"]
 
@@ -495,3 +495,120 @@ def test_a_set_value_may_hold_an_equals_sign_and_file_level_refusals_name_the_fi
     with pytest.raises(ConfigError) as e:
         load_config(listed)
     assert str(e.value) == f"{listed}: the top level must be a mapping of keys, got list"
+
+
+# What a refusal says a key takes, word for word: the value rules of docs/edge-run.md's config reference and
+# docs/fleet.md, as a user reads them in the one line.
+SAYS = [
+    (["telemetry.interval_s=0"], "--set telemetry.interval_s: expected a positive number, got 0.0"),
+    (
+        ["telemetry.idle_baseline_s=-1"],  # 0 means no baseline (docs/edge-run.md); the value shown is its own
+        "--set telemetry.idle_baseline_s: expected 0 (no baseline) or a positive number of seconds, got -1.0",
+    ),
+    (["metrics.textfile=a.txt"], "--set metrics.textfile: expected a file name ending in .prom, got 'a.txt'"),
+    (["metrics.textfile_interval_s=0"], "--set metrics.textfile_interval_s: expected a positive number, got 0.0"),
+    (["input.std=[1,0,1]"], "--set input.std '[1,0,1]': expected non-zero numbers, got [1.0, 0.0, 1.0]"),
+    (["source.flip=8"], "--set source.flip: expected an integer 0..7 (nvvidconv flip-method), got 8"),
+    (["pipeline.frames=0"], "--set pipeline.frames: expected a positive integer or null, got 0"),
+    (["view.quality=0"], "--set view.quality: expected a JPEG quality 1..100, got 0"),
+    (
+        ["view.port=80"],
+        "--set view.port: expected a port 1024..65535 (below 1024 needs root), e.g. 9101 for metrics, 8090 for the view, got 80",
+    ),
+    (
+        ["task.score_threshold=2"],
+        "--set task.score_threshold: expected a number between 0 and 1, or null for the decoder's default, got 2.0",
+    ),
+    (["sinks.mqtt.keepalive_s=4"], "--set sinks.mqtt.keepalive_s: expected an integer 5..65535, got 4"),
+    (["input=5"], "--set input: expected a mapping of keys, got 5"),
+    (["sources=5"], "--set sources: expected a list (each item a mapping), got 5"),
+    (["task.labels=5"], "--set task.labels: expected a list (each item a string) or a string or null, got 5"),
+    (
+        ["task.priors={steps: [0], min_sizes: [[1]]}"],
+        "--set task.priors '{steps: [0], min_sizes: [[1]]}': expected steps of 1..1024 and one list of prior sizes "
+        "(pixels, > 0) per step, got {'min_sizes': [[1.0]], 'steps': [0]}",
+    ),
+    (
+        ["source.reconnect={initial_delay_s: 5, max_delay_s: 1}"],
+        "--set source.reconnect '{initial_delay_s: 5, max_delay_s: 1}': expected initial_delay_s > 0, max_delay_s >= "
+        "initial_delay_s, max_attempts >= 0, got {'initial_delay_s': 5.0, 'max_attempts': 0, 'max_delay_s': 1.0}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "said"), SAYS, ids=[o[0].split("=")[0] for o, _ in SAYS])
+def test_a_refusal_says_what_the_key_takes_and_the_value_given(overrides, said):
+    assert refusal(overrides) == said
+
+
+def test_the_edges_a_refusal_table_does_not_reach(tmp_path):
+    load_config(DEMO_CONFIG, ["sinks.mqtt.keepalive_s=5"])  # the lowest keep-alive offered
+    load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, flip: 7}]\n"))  # a pool source's last flip-method
+    # an empty section (everything under it commented out) is its defaults
+    cfg = load_config(write(tmp_path, _M + "input:\nsinks:\n"))
+    assert (cfg.input.layout, cfg.input.offset, cfg.sinks.mqtt.url) == ("auto", 0.0, None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ("task: {labels: missing.txt}\n", "key 'task.labels': file not found: {dir}/missing.txt"),
+        ("input: 5\n", "key 'input': expected a mapping of keys, got 5"),
+        (
+            "metrics: {allowed_hosts: ['bad host!']}\n",
+            "key 'metrics.allowed_hosts': expected host names or IP addresses, such as jetson.lan, got 'bad host!'",
+        ),
+        ("sources: [{uri: a.mp4, flip: 8}]\n", "key 'sources[0].flip': expected an integer 0..7 (nvvidconv flip-method), got 8"),
+        (
+            "sources: [{uri: a.mp4, task: {top_k: 0}}]\n",
+            "key 'sources[0].task.top_k': expected a positive integer, or null, got 0",
+        ),
+        (
+            "sources: [{uri: " + "v" * 80 + ".mp4, format: nv12}]\n",  # the URI cut to about 60 characters
+            "key 'sources[0].format': nv12 is what a camera delivers; '" + "v" * 27 + "..." + "v" * 24 + ".mp4' decodes to bgr",
+        ),
+        (
+            "source: {uri: " + "w" * 80 + ".mp4, format: nv12}\n",
+            "key 'source.format': nv12 is what a camera delivers (csi://N, /dev/videoN); '"
+            + "w" * 27
+            + "..."
+            + "w" * 24
+            + ".mp4' decodes to bgr: use auto",
+        ),
+    ],
+)
+def test_a_file_s_refusal_names_the_file_first(tmp_path, extra, said):
+    p = write(tmp_path, _M + extra)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"{p}: " + said.format(dir=tmp_path)
+
+
+def test_the_normalisation_is_checked_as_docs_write_it(tmp_path):
+    # docs/edge-run.md: x = (pixel * scale + offset - mean) / std; an offset and a mean of 2e38 cancel, opposite signs
+    # make 4e38, past float32's 3.4e38
+    assert load_config(write(tmp_path, _M + "input: {offset: 2.0e+38, mean: [2.0e+38]}\n")).input.offset == 2e38
+    p = write(tmp_path, _M + "input: {offset: 2.0e+38, mean: [-2.0e+38]}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value).startswith(
+        f"{p}: key 'input.scale': expected scale, offset, mean and std that keep (pixel * scale + offset - mean) / std "
+        "a finite float32 for pixels 0..255 (e.g. scale 1/255), got {'mean': [-2e+38], 'offset': 2e+38, 'scale': 0.00392"
+    ), e.value
+
+
+def test_a_command_line_config_names_keys_without_a_file():
+    cfg = load_config(None, ["model.asset=blazeface-back-256"])
+    assert cfg.name_of("task.labels") == "key 'task.labels'"
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model.asset=blazeface-back-256", "view.quality=0"])
+    assert str(e.value) == "--set view.quality: expected a JPEG quality 1..100, got 0"
+    with pytest.raises(ConfigError) as e:  # a rule over two keys: neither flag alone is to blame
+        load_config(None, ["model.asset=blazeface-back-256", "model.path=m.onnx"])
+    assert str(e.value) == "command line: keys 'model.path' and 'model.asset' both set; keep one"
+
+
+def test_a_config_path_that_is_a_folder_is_refused_by_name(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path)
+    assert str(e.value) == f"{tmp_path}: cannot read the config file (not a regular file (a folder))"
