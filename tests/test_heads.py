@@ -1198,3 +1198,55 @@ def test_picodet_and_retinaface_refusals_spell_out_the_outputs_they_read():
     assert "picodet reads per level scores [1, N, C] and box distributions [1, N, 4 * (R + 1)]" in msg
     msg = refusal({"x": (1, 10, 3)}, type="retinaface")
     assert "landmarks [1, N, 10] per prior, or each level's maps of 4A, 2A and 10A channels" in msg
+
+
+def test_the_start_up_line_says_what_a_head_decodes_without_labels():
+    # CenterFace detects one class (faces) with 5 landmarks; DeepStream-Yolo's three outputs say nothing of classes
+    centerface = {
+        "heatmap": (1, 1, 160, 160),
+        "scale": (1, 2, 160, 160),
+        "offset": (1, 2, 160, 160),
+        "landmarks": (1, 10, 160, 160),
+    }
+    assert (
+        heads.choose(TaskConfig(type="centerface"), shaped(centerface), SPEC, []).describe()
+        == "centerface (1 classes, 5 keypoints)"
+    )
+    deepstream = {"boxes": (1, 8400, 4), "scores": (1, 8400, 1), "classes": (1, 8400, 1)}
+    assert heads.choose(TaskConfig(type="deepstream_yolo"), shaped(deepstream), SPEC, []).describe() == "deepstream_yolo"
+
+
+def test_a_picodet_level_of_dynamic_anchors_is_refused_with_the_layout():
+    shapes = {"scores8": (1, "n", 10), "boxes8": (1, "n", 32)}
+    msg = refusal(shapes, spec=PreprocessSpec(608, 800), type="picodet")
+    usage = "picodet reads per level scores [1, N, C] and box distributions [1, N, 4 * (R + 1)]"
+    assert msg.endswith(f": {usage}; none of edge's decoders fits them"), msg
+
+
+def test_retinaface_level_maps_take_their_roles_from_channels_when_names_say_nothing():
+    """RetinaFace at 640 x 640: levels of stride 8, 16, 32 (80, 40, 20 cells a side), 2 priors a cell, so 8 box, 4
+    score and 20 landmark channels a level (Pytorch_Retinaface's heads)."""
+    grids, shapes = (80, 40, 20), {}
+    for i, (per, g) in enumerate((p, g) for p in (8, 4, 20) for g in grids):
+        shapes[f"o{i}"] = (1, per, g, g)
+    head = heads.choose(TaskConfig(type="retinaface"), shaped(shapes), PreprocessSpec(640, 640), [])
+    assert (head.layout, head.keypoints, head.strides) == ("nchw", (5, 2), (8, 16, 32))
+    assert head.outputs == {
+        f"{r}{s}": f"o{3 * k + j}" for k, r in enumerate(("boxes", "scores", "landmarks")) for j, s in enumerate((8, 16, 32))
+    }
+    # the same count of outputs, one of them not a map: the layout is named, not a grid mismatch
+    shapes["o1"] = (1, 40 * 40 * 2, 4)
+    msg = refusal(shapes, spec=PreprocessSpec(640, 640), type="retinaface")
+    assert "4A, 2A and 10A channels; got o0 [1, 8, 80, 80], o1 [1, 3200, 4]" in msg
+
+
+def test_a_yolox_head_on_the_p5_grid_keeps_strides_8_16_32():
+    # YOLOX at 640: strides 8, 16, 32 make 8400 cells; P6 strides (64 too) only where the candidates are 8500
+    for n, strides in ((8400, (8, 16, 32)), (8500, (8, 16, 32, 64))):
+        head = heads.choose(TaskConfig(yolo_layout="yolox"), shaped({"output": (1, n, 85)}), SPEC, [])
+        assert (head.layout, head.strides) == ("yolox", strides)
+
+
+def test_an_ssd_anchor_mismatch_says_where_the_scales_come_from():
+    msg = refusal({"boxes": (1, 100, 4), "scores": (1, 100, 91)}, type="ssd")
+    assert "the outputs have 100; set task.ssd.feature_maps and the scales of the model's pipeline.config; " in msg
