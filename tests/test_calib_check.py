@@ -345,3 +345,31 @@ def test_a_fixed_batch_classifiers_labelled_set_is_scored_in_whole_batches_of_it
     assert (full.labelled.images, full.labelled.top1) == (8, 1.0)
     tested = checker.measure(model, meets=lambda m: m.labelled.top1 >= 0.5)
     assert (tested.labelled.images, tested.labelled.top1) == (8, 1.0)
+
+
+def test_runs_really_overlap_up_to_the_callers_given():
+    """``callers`` runs of the one session at once: a session whose run waits for a second run to start passes only
+    if two are in flight together, and never sees more than ``callers``."""
+    import threading
+
+    from edge.calib.check import ahead
+
+    class Meeting:
+        def __init__(self) -> None:
+            self.meet, self.lock, self.now, self.most = threading.Barrier(2, timeout=10), threading.Lock(), 0, 0
+
+        def get_inputs(self):
+            return [type("I", (), {"name": "x"})()]
+
+        def run(self, _names, feed):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            self.meet.wait()  # breaks (and the test fails) if no other run starts within 10 s
+            with self.lock:
+                self.now -= 1
+            return [feed["x"]]
+
+    s = Meeting()
+    got = [int(out[0]) for _, out in ahead(s, ((np.array(k),) for k in range(6)), 2)]
+    assert got == list(range(6)) and s.most == 2

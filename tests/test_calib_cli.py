@@ -308,15 +308,23 @@ def test_an_interrupt_during_the_statistics_pass_stops_at_once_and_keeps_the_old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.cache", "rec.cache.json"]
 
 
-def test_an_input_declared_without_a_shape_gets_one_from_edge_dla_fix(edge_calib, tmp_path):
+@pytest.mark.parametrize(
+    "declared, said",
+    [
+        (None, "write one: "),
+        # a 0 for an unknown size, as some exporters write it: ONNX Runtime refuses every input of such a model
+        ([0, 3, 32, 32], "input 'x' has shape [0, 3, 32, 32]: a dimension of 0 holds no image; write the size: "),
+    ],
+)
+def test_an_input_declared_without_a_shape_gets_one_from_edge_dla_fix(edge_calib, tmp_path, declared, said):
     """The refusal's own advice, followed, makes a model edge calib takes."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, declared)],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
     images = tmp_path / "images"
@@ -327,9 +335,13 @@ def test_an_input_declared_without_a_shape_gets_one_from_edge_dla_fix(edge_calib
     status, _, err = edge_calib(str(tmp_path / "m.onnx"), "--images", str(images), "--cache", str(cache))
     lines = err.strip().splitlines()
     assert status == 2 and len(lines) == 1 and not cache.exists(), err
-    advice = lines[0].split("write one: ", 1)[1]
+    assert said in lines[0], err
+    advice = lines[0].split(said, 1)[1]
     assert advice == "edge dla MODEL --shape x=1x3xHxW --fix OUT.onnx"
     words = advice.replace("MODEL", str(tmp_path / "m.onnx")).replace("HxW", "32x32").replace("OUT", str(tmp_path / "fixed"))
     assert cli.main(shlex.split(words)[1:] + ["--target", "orin"]) == 0
     status, _, err = edge_calib(str(tmp_path / "fixed.onnx"), "--images", str(images), "--cache", str(cache))
     assert status == 0 and cache.exists(), err
+    written = onnx.load(str(tmp_path / "fixed.onnx")).graph
+    for port in (written.input[0], written.output[0]):  # the output's size as shape inference finds it
+        assert [d.dim_value for d in port.type.tensor_type.shape.dim] == [1, 3, 32, 32]

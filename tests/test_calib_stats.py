@@ -677,3 +677,11 @@ def test_an_untyped_output_is_measured_and_a_fixed_batch_is_read_before_any_symb
     acts, _ = calibration_tensors(graph)
     assert "t" not in graph.dtypes and acts == ["x", "t", "y"]
     assert fixed_batch(graph) == 4
+
+
+def test_a_batch_of_0_is_no_fixed_batch():
+    # ONNX Runtime takes a declared 0 for an empty axis; edge reads it as unknown, as edge dla does (dynamic)
+    from edge.calib.stats import fixed_batch
+
+    assert fixed_batch(prepare(_fixed_batch_model(0), {})) is None
+    assert fixed_batch(prepare(_fixed_batch_model(1), {})) == 1

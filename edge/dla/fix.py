@@ -344,8 +344,13 @@ def _check_verifiable(g: Any) -> None:
 def _pin_outputs(model: Any) -> None:
     """Give the graph outputs the static shapes inference finds once the inputs are pinned."""
     onnx = require("onnx")
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    for out in bare.graph.output:  # a declared 0 (an unknown size to some exporters) would stay: inference decides
+        if any(d.HasField("dim_value") and d.dim_value == 0 for d in out.type.tensor_type.shape.dim):
+            out.type.tensor_type.ClearField("shape")
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(bare, data_prop=True, strict_mode=False)
     except Exception as exc:  # InferenceError on ops of domains the model does not declare
         raise EdgeError(f"--fix: ONNX shape inference cannot read the model ({_first_line(exc)})") from None
     shapes = {o.name: o.type.tensor_type.shape for o in inferred.graph.output}
@@ -365,7 +370,7 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
         feeds[inp.name] = rng.standard_normal(shapes[inp.name]).astype(np.float32)
     options = ort.SessionOptions()
     options.log_severity_level = 4  # fatal only: a failing run is reported in our one line, not ORT's own too
-    want = _run(ort, original, feeds, options)
+    want = _run(ort, _zero_dims_unknown(original), feeds, options)
     got = _run(ort, fixed, feeds, options)
     diffs = {}
     for name, ref in want.items():
@@ -375,6 +380,22 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
                 f"--fix changed output '{name}' by up to {diffs[name]:.3g} (tolerance rtol={RTOL}, atol={ATOL}); not writing it"
             )
     return diffs
+
+
+def _zero_dims_unknown(model: Any) -> Any:
+    """``model`` with its inputs' and outputs' dimensions of 0 made symbols: some exporters write 0 for an unknown
+    size and edge dla reads it so, while ONNX Runtime would take it for an empty axis and refuse every input."""
+    onnx = require("onnx")
+    ports = [*model_inputs(model), *model.graph.output]
+    if not any(d.HasField("dim_value") and d.dim_value == 0 for p in ports for d in p.type.tensor_type.shape.dim):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for port in [*model_inputs(copy), *copy.graph.output]:
+        for k, d in enumerate(port.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value == 0:
+                d.dim_param = f"{port.name}_{k}"
+    return copy
 
 
 def _run(ort: Any, model: Any, feeds: Dict[str, np.ndarray], options: Any) -> Dict[str, np.ndarray]:

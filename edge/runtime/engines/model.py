@@ -55,14 +55,15 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo, meta: Optional[ModelMetadata] 
     i = cfg.input
     ultralytics = meta is not None and meta.ultralytics
     shape = tensor.shape
+    write = f"edge dla MODEL --shape {tensor.name}=1x3xHxW --fix OUT.onnx"
     if len(shape) != 4:
-        fix = (
-            # ONNX Runtime shows an input declared without any shape as [] too
-            f"; if the file declares no shape, write one: edge dla MODEL --shape {tensor.name}=1x3xHxW --fix OUT.onnx"
-            if not shape
-            else ""
-        )
+        # ONNX Runtime shows an input declared without any shape as [] too
+        fix = f"; if the file declares no shape, write one: {write}" if not shape else ""
         raise ConfigError(f"model input {tensor.name!r} has shape {list(shape)}; an image input must be 4-D (NCHW or NHWC){fix}")
+    if 0 in shape:  # some exporters write 0 for an unknown size; ONNX Runtime takes it for an empty axis
+        raise ConfigError(
+            f"model input {tensor.name!r} has shape {list(shape)}: a dimension of 0 holds no image; write the size: {write}"
+        )
     layout = i.layout
     if layout == "auto":
         if shape[1] == 3:
