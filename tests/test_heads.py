@@ -8,6 +8,7 @@ whole-path tests run edge-run on ONNX models whose outputs are those arrays.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -1147,7 +1148,8 @@ def test_a_quantized_picodet_or_nms_plugin_output_is_refused_naming_it():
     # each head's every output counts: an int8 level or count output means nothing without its scale
     picodet = {k: v for k, v in PICODET.items() if not k.endswith("64")}  # 800 / 64 is not whole: three levels
     picodet["scores16"] = picodet["scores16"].astype(np.int8)
-    with pytest.raises(ConfigError, match="output 'scores16' is int8: edge cannot read quantized"):
+    said = "output 'scores16' is int8: edge cannot read quantized outputs without their scale; build the engine with "
+    with pytest.raises(ConfigError, match=re.escape(said + "float16 or float32 outputs (edge-build's default)")):
         decoder(picodet, spec=PreprocessSpec(608, 800), type="picodet")
     plugin = {
         "num_dets": np.zeros((1, 1), np.uint8),
@@ -1198,6 +1200,11 @@ def test_picodet_and_retinaface_refusals_spell_out_the_outputs_they_read():
     assert "picodet reads per level scores [1, N, C] and box distributions [1, N, 4 * (R + 1)]" in msg
     msg = refusal({"x": (1, 10, 3)}, type="retinaface")
     assert "landmarks [1, N, 10] per prior, or each level's maps of 4A, 2A and 10A channels" in msg
+    msg = refusal({"x": (1, 10, 3)}, type="centerface")
+    said = "centerface reads heatmap [1, 1, h, w], scale [1, 2, h, w], offset [1, 2, h, w] and landmarks [1, 10, h, w]"
+    assert f": {said}; " in msg
+    # a candidates-first head with room for no class: "fits no YOLO layout", no class count when none is known
+    assert ": output0 [1, 8400, 4] fits no YOLO layout; " in refusal({"output0": (1, 8400, 4)}, type="yolo")
 
 
 def test_the_start_up_line_says_what_a_head_decodes_without_labels():
@@ -1231,6 +1238,7 @@ def test_retinaface_level_maps_take_their_roles_from_channels_when_names_say_not
         shapes[f"o{i}"] = (1, per, g, g)
     head = heads.choose(TaskConfig(type="retinaface"), shaped(shapes), PreprocessSpec(640, 640), [])
     assert (head.layout, head.keypoints, head.strides) == ("nchw", (5, 2), (8, 16, 32))
+    assert head.anchors.shape == (2 * (80 * 80 + 40 * 40 + 20 * 20), 4)  # one prior per map value group: 16800
     assert head.outputs == {
         f"{r}{s}": f"o{3 * k + j}" for k, r in enumerate(("boxes", "scores", "landmarks")) for j, s in enumerate((8, 16, 32))
     }
@@ -1250,3 +1258,27 @@ def test_a_yolox_head_on_the_p5_grid_keeps_strides_8_16_32():
 def test_an_ssd_anchor_mismatch_says_where_the_scales_come_from():
     msg = refusal({"boxes": (1, 100, 4), "scores": (1, 100, 91)}, type="ssd")
     assert "the outputs have 100; set task.ssd.feature_maps and the scales of the model's pipeline.config; " in msg
+
+
+def test_retinaface_maps_of_dynamic_channels_take_their_roles_from_names():
+    # an export that left the channel count symbolic: "loc", "conf" and "landm" (Pytorch_Retinaface's heads) decide
+    shapes = {f"{r}{s}": (1, "c", 640 // s, 640 // s) for r in ("loc", "conf", "landm") for s in (8, 16, 32)}
+    head = heads.choose(TaskConfig(type="retinaface"), shaped(shapes), PreprocessSpec(640, 640), [])
+    assert head.outputs == {
+        f"{r}{s}": f"{w}{s}" for r, w in (("boxes", "loc"), ("scores", "conf"), ("landmarks", "landm")) for s in (8, 16, 32)
+    }
+
+
+def test_detr_boxes_and_logits_of_four_classes_are_told_apart_by_name():
+    # four classes make the logits as wide as the boxes: the names say which is which, in either order
+    shapes = {"pred_logits": (1, 300, 4), "pred_boxes": (1, 300, 4)}
+    head = heads.choose(TaskConfig(type="detr"), shaped(shapes), SPEC, [])
+    assert (head.layout, head.classes, head.outputs) == ("pair", 4, {"boxes": "pred_boxes", "logits": "pred_logits"})
+
+
+def test_retinaface_detections_carry_the_label_given():
+    out = {"boxes": np.zeros((1, 16800, 4), np.float32), "scores": np.zeros((1, 16800, 2), np.float32)}
+    out["scores"][0, 0] = (-5.0, 5.0)  # the first prior: face, by far
+    spec = PreprocessSpec(640, 640)
+    (det,) = decoder(out, ["gesicht"], spec=spec, type="retinaface")(out, identity(spec)).detections
+    assert det.label == "gesicht"
