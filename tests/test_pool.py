@@ -66,11 +66,15 @@ class Collect:
 
 def preprocess(frame):
     hi, lo = frame.image[0, 0, :2]
-    return np.array([int(hi) * 256 + int(lo)], np.float32), None
+    index = int(hi) * 256 + int(lo)
+    return np.array([index], np.float32), ("transform of frame", index)
 
 
 def decode(outputs, transform):
-    return Result(classes=[Classification(int(outputs["y"][0]), 1.0)])
+    index = int(outputs["y"][0])
+    if transform != ("transform of frame", index):  # each frame's outputs are decoded with its own letterbox
+        raise AssertionError(f"frame {index} decoded with {transform}")
+    return Result(classes=[Classification(index, 1.0)])
 
 
 def sleeper(seconds, fail_after=None, calls=None):
@@ -228,12 +232,28 @@ def test_an_engine_failure_aborts_the_pool_counts_what_was_in_flight_and_frees_e
     pool = Pool(cams, [Engine("gpu", sleeper(0.001), "x"), Engine("dla0", sleeper(0.002, fail_after=10), "x")])
     pool.start()  # unmeasured: the plan still uses both engines
     assert pool.wait(20)
-    pool.count_abandoned()
+    assert pool.count_abandoned() == pool.metrics.abandoned == sum(ln.metrics.abandoned for ln in cams)
     assert isinstance(pool.error, RunFailed) and "engine 'dla0'" in str(pool.error) and "engine lost" in str(pool.error)
     for ln in cams:
         m = ln.metrics
         assert m.frames + m.dropped + m.abandoned == m.captured
         assert ln.source.ring.in_use == 0
+
+
+def test_an_abort_among_live_cameras_counts_dropped_and_abandoned_frames_apart():
+    """Live cameras faster than the engines drop frames; an engine lost then abandons the ones in flight. Each
+    captured frame is delivered, dropped or abandoned, once."""
+    cams = [lane(f"live{i}", Counter(10_000, live=True, period=0.001)) for i in range(2)]
+    pool = Pool(cams, [Engine("gpu", sleeper(0.01, fail_after=15), "x")])
+    pool.start()
+    assert pool.wait(20)
+    abandoned = pool.count_abandoned()
+    assert isinstance(pool.error, RunFailed) and "engine lost" in str(pool.error)
+    assert abandoned == sum(ln.metrics.abandoned for ln in cams)
+    assert sum(ln.metrics.dropped for ln in cams) > 0  # 1 ms a frame against 10 ms an inference
+    for ln in cams:
+        m = ln.metrics
+        assert m.frames + m.dropped + m.abandoned == m.captured, (m.frames, m.dropped, m.abandoned, m.captured)
 
 
 def test_a_failing_sink_ends_its_source_and_counts_what_it_did_not_write():
@@ -286,6 +306,7 @@ def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_ad
         assert st["wall_s"] == round(e.t_end - e.t_start, 3)
         assert 0 < st["busy"] <= 1 and 0 < st["wall_s"] < 30 and st["fps"] == pytest.approx(30 / st["wall_s"], rel=0.02)
         assert st["busy_s"] == pytest.approx(st["busy"] * st["wall_s"], rel=0.02, abs=0.002)
+        assert st["busy_s"] >= 30 * 0.002  # busy: the sum of its 30 inferences of at least the sleeper's 2 ms each
     assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
     line = pool.status_line("power 5 W")
     assert "| gpu 30 frames [a]" in line and "dla0 30 frames [b]" in line and line.endswith("| power 5 W"), line
