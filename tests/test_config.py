@@ -612,3 +612,53 @@ def test_a_config_path_that_is_a_folder_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(tmp_path)
     assert str(e.value) == f"{tmp_path}: cannot read the config file (not a regular file (a folder))"
+
+
+def test_a_tensorrt_pool_needs_the_dla_plan_only_for_dla_engines(tmp_path):
+    (tmp_path / "m.engine").write_bytes(bytes(64))
+    head = "model: {engine: m.engine}\nbackend: tensorrt\nsources: [{uri: a.mp4}]\n"
+    assert load_config(write(tmp_path, head + "pool: {engines: [gpu]}\n")).pool.engines == ["gpu"]
+    p = write(tmp_path, head + "pool: {engines: [gpu, dla0], dla_engine: other.engine}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value).startswith(f"{p}: key 'pool.dla_engine': file not found: {tmp_path / 'other.engine'}; build it")
+    (tmp_path / "other.engine").write_bytes(bytes(64))
+    assert load_config(p).pool.dla_engine == "other.engine"
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (
+            "telemetry: {backend: replay, replay_path: none.jsonl}\n",
+            "key 'telemetry.replay_path': the replay backend needs an existing telemetry.jsonl or tegrastats log; "
+            "{dir}/none.jsonl does not exist",
+        ),
+        (
+            "sources: [{uri: a.mp4, name: cam}, {uri: b.mp4, name: cam}]\n",
+            "key 'sources[1].name': 'cam' is also the name of sources[0]; names must differ",
+        ),
+        (
+            "sinks: {display: true}\nsources: [{uri: a.mp4}, {uri: b.mp4}]\n",
+            "key 'sinks.display': one window cannot show several sources; use the live view (view.port)",
+        ),
+        ("input: {mean: [0.1, 0.2]}\n", "key 'input.mean': expected 1 or 3 numbers, got [0.1, 0.2]"),
+        ("input: {pad_value: 256}\n", "key 'input.pad_value': expected an integer 0..255, got 256"),
+        ("view: {width: 15}\n", "key 'view.width': expected a width of at least 16 pixels, got 15"),
+        ("sources: [{uri: a.mp4}]\npool: {queue_size: 65}\n", "key 'pool.queue_size': expected an integer 1..64, got 65"),
+        (
+            "metrics: {allowed_hosts: [" + ", ".join(f"h{i}" for i in range(65)) + "]}\n",
+            "key 'metrics.allowed_hosts': expected at most 64 names, got 65",
+        ),
+    ],
+)
+def test_more_refusals_say_the_file_the_key_and_the_value(tmp_path, extra, said):
+    p = write(tmp_path, _M + extra)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"{p}: " + said.format(dir=tmp_path)
+
+
+def test_ip_addresses_of_both_families_are_allowed_hosts():
+    cfg = load_config(DEMO_CONFIG, ["metrics.allowed_hosts=[10.0.0.2, '::1', 'fe80::1']"])
+    assert cfg.metrics.allowed_hosts == ["10.0.0.2", "::1", "fe80::1"]
