@@ -336,3 +336,29 @@ def test_cli_offers_every_tensorrt_with_rules_and_8_6_for_jetpack_6_0():
     assert limits_for("orin", "8.6.2").jetpack == "6.0"  # JetPack 6.0 (L4T 36.2/36.3) ships TensorRT 8.6.2
     model = build([helper.make_node("Relu", ["x"], ["y"])], {"x": [1, 4, 8, 8]})
     assert predict(model, "orin", "8.6.2").trt == "8.6"
+
+
+def test_a_batch_past_the_limit_is_named_by_its_batch():
+    v = verdict(unary("Relu", (4097, 2, 1, 1)))
+    assert (v.rule, v.value) == ("gen.batch", "batch 4097")
+
+
+def test_softmax_without_an_axis_takes_the_last_one():
+    # ONNX Softmax-13: axis defaults to -1, the last dimension
+    assert verdict(unary("Softmax", (1, 4, 8, 8))).device == "DLA"
+    v = verdict(unary("Softmax", (1, 1, 2, 2000)))  # past the 1024 of a softmax over one of several axes
+    assert (v.rule, v.value) == ("softmax.size", "axis size 2000 > 1024")
+
+
+@pytest.mark.parametrize("op, device, rule", [("Add", "DLA", None), ("Mul", "GPU", "gen.rank4")])
+def test_only_a_constant_add_rides_in_a_fully_connected_layer(op, device, rule):
+    """TensorRT adds a constant bias inside the fully connected layer; a Mul after it is a layer of its own, and on a
+    2-D tensor not a DLA one."""
+    model = build(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node(op, ["h", "c"], ["y"])],
+        {"x": [1, 8]},
+        {"w": w(8, 16), "c": w(16)},
+    )
+    v = verdict(model)
+    assert (v.device, v.rule) == (device, rule)
+    assert v.fused_into == (predict(model, "orin", "10.3", None, "fp16").nodes[0].name if op == "Add" else None)

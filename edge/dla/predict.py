@@ -1008,7 +1008,7 @@ def _annotate(ctx: _Ctx, idx: int, node: Any, v: NodeVerdict, alias: Dict[str, s
     src = alias.get(node.input[0], node.input[0]) if node.input else ""
     host = g.nodes[g.producer[src]] if src in g.producer else None
     if host is not None and len(g.consumers.get(src, [])) == 1 and src not in g.outputs:
-        fusable = node.op_type == "BatchNormalization" or v.layer.startswith("ACTIVATION") or v.layer == "SCALE"
+        fusable = v.layer.startswith("ACTIVATION") or v.layer == "SCALE"  # BatchNormalization lowers to a SCALE
         if host.op_type in ("Conv", "ConvTranspose") and fusable:
             v.fused_into = _node_name(host, g.producer[src])  # an unnamed conv is named in the report as OP_INDEX
             if node.op_type == "BatchNormalization":
