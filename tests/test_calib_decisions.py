@@ -151,3 +151,14 @@ def test_segmentation_and_pose_heads_of_yolo_compare_their_confident_anchors_too
     confident = int((fp32[:, 4 : 4 + classes].max(axis=1) > 0.25).sum())
     assert got[ANCHORS].positions == confident > 0 and got[ANCHORS].agreement == 1.0
     assert math.isnan(got[ANCHORS].sqnr_db) and math.isnan(got[DETECTIONS].sqnr_db)
+
+
+def test_a_semantic_segmenter_is_summed_up_in_pixels_not_detections():
+    shape = {"map": (1, 3, 80, 80)}
+    task = task_for(shape, ["sky", "road", "car"], type="segment")
+    meter = FidelityMeter(graph_of(shape), ["map"], "nchw", task)
+    fp32 = np.zeros((2, 3, 80, 80), np.float32)
+    fp32[:, 1, 40:] = 1.0  # the lower half is road, the rest sky
+    meter.update({"map": fp32}, {"map": fp32})
+    names = [r.name for r in meter.summary()]
+    assert names[0] == "pixels" and "detections" not in names, names

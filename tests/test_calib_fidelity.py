@@ -146,3 +146,16 @@ def test_the_report_table():
         "  output   positions  agreement  SQNR dB",
         "  p                1     1.0000      inf",
     ]
+
+
+def test_a_four_dimensional_map_decides_along_the_layouts_channel_axis():
+    """A [1, 3, 1, 2] class map: NCHW decides per pixel over the 3 channels (2 positions); read as NHWC it would be
+    per (channel, row) over the 2 columns (3 positions). INT8 flips the second pixel's class from 2 to 0."""
+    fp32 = {"m": np.array([[[[0.1, 0.0]], [[0.2, 0.1]], [[0.0, 0.9]]]], np.float32)}
+    int8 = {"m": np.array([[[[0.1, 0.8]], [[0.2, 0.1]], [[0.0, 0.7]]]], np.float32)}
+    nchw = FidelityMeter(NO_GRAPH, ["m"], "nchw")
+    nchw.update(fp32, int8)
+    assert (nchw.summary()[0].positions, nchw.summary()[0].agree) == (2, 1)
+    nhwc = FidelityMeter(NO_GRAPH, ["m"], "nhwc")
+    nhwc.update(fp32, int8)
+    assert (nhwc.summary()[0].positions, nhwc.summary()[0].agree) == (3, 2)  # channel 0's argmax moves to column 1
