@@ -52,6 +52,12 @@ def test_the_layout_and_size_come_from_the_input_tensor():
     assert (s.layout, s.width, s.height, s.dtype, s.pad_value) == ("nhwc", 256, 256, "float32", 0)
     s = spec((1, 3, 480, 640))  # height before width in NCHW
     assert (s.layout, s.width, s.height) == ("nchw", 640, 480)
+    s = spec((1, 192, 320, 3))  # and in NHWC
+    assert (s.layout, s.width, s.height) == ("nhwc", 320, 192)
+    s = spec((1, 3, 1, 64))  # one row of pixels is still a size
+    assert (s.width, s.height) == (64, 1)
+    s = spec((1, 3, 8, 8), "input.scale=0.5", "input.offset=-1", "input.resize=stretch", "input.color=bgr")
+    assert (s.scale, s.offset, s.resize, s.color) == (0.5, -1.0, "stretch", "bgr")
     s = spec((1, 1, 28, 28), "input.layout=nchw", "input.mean=[0]", "input.std=[1]")  # a grey input, named
     assert (s.layout, s.width, s.height, s.mean, s.std) == ("nchw", 28, 28, (0.0,), (1.0,))
 
@@ -74,6 +80,11 @@ def test_input_size_fills_a_dynamic_input_and_must_match_a_static_one():
     assert said == "key 'input.size': height 320 but the model input 'images' is [1, 3, 192, 320]"
     said = refused((1, 3, 192, 320), "input.size=[192, 192]")
     assert said == "key 'input.size': width 192 but the model input 'images' is [1, 3, 192, 320]"
+    said = refused((1, 3, 1, 64), "input.size=[64, 2]")
+    assert said == "key 'input.size': height 2 but the model input 'images' is [1, 3, 1, 64]"
+    # a TensorRT engine shows a dynamic side as -1, ONNX Runtime as a name: either way input.size must say it
+    for dynamic in ((1, 3, -1, -1), (1, 3, "h", 640), (1, 3, 480, -1)):
+        assert refused(dynamic).startswith("key 'input.size': the model input 'images' has dynamic size ")
     said = refused((1, 3, "h", "w"))
     assert said == (
         "key 'input.size': the model input 'images' has dynamic size [1, 3, 'h', 'w']; set input.size: [width, height], "
@@ -94,8 +105,12 @@ def test_the_layout_refusals_name_the_input_and_what_to_set():
     assert said == "key 'input.layout': nchw but the model input 'images' is [1, 256, 256, 3], which is NHWC"
     said = refused((1, 3, 256, 256), "input.layout=nhwc")
     assert said == "key 'input.layout': nhwc but the model input 'images' is [1, 3, 256, 256], which is NCHW"
-    # a named layout whose channel count is a real one (1, 3 or 4) is taken as said
+    said = refused((1, 8, 4, 3), "input.layout=nchw")  # 8 channels, 3 at the end: NHWC
+    assert said == "key 'input.layout': nchw but the model input 'images' is [1, 8, 4, 3], which is NHWC"
+    # a named layout whose channel count is an image's (1, 3 or 4: grey, colour, colour and alpha) is taken as said
     assert spec((1, 3, 8, 3), "input.layout=nhwc").layout == "nhwc"
+    for c in (1, 4):
+        assert spec((1, c, 8, 3), "input.layout=nchw", "input.mean=[0]", "input.std=[1]").layout == "nchw"
 
 
 @pytest.mark.parametrize(
@@ -144,6 +159,9 @@ def test_the_image_input_is_the_only_one_or_the_one_named():
 
 
 def test_the_model_and_engine_files_are_named_or_refused(tmp_path):
+    from edge import assets
+
+    assert model_path(cfg()) == assets.resolve("blazeface-back-256") and model_path(cfg()).is_file()
     (tmp_path / "m.onnx").write_bytes(b"")
     (tmp_path / "m.engine").write_bytes(bytes(64))
     c = load_config(None, [f"model.path={tmp_path / 'm.onnx'}"])

@@ -75,12 +75,8 @@ def preprocess_spec(cfg: Any, tensor: TensorInfo, meta: Optional[ModelMetadata] 
                 f"key 'input.layout': cannot tell NCHW from NHWC for input {tensor.name!r} {list(shape)}; set nchw or nhwc"
             )
     channels = shape[1] if layout == "nchw" else shape[3]
-    if (
-        i.layout != "auto"
-        and isinstance(channels, int)
-        and channels not in (1, 3, 4)
-        and (shape[3] if layout == "nchw" else shape[1]) == 3
-    ):
+    # a named layout whose channel count is no image's while the other end holds 3 (auto found 3 where it looked)
+    if isinstance(channels, int) and channels not in (1, 3, 4) and (shape[3] if layout == "nchw" else shape[1]) == 3:
         other = "nhwc" if layout == "nchw" else "nchw"
         raise ConfigError(
             f"key 'input.layout': {layout} but the model input {tensor.name!r} is {list(shape)}, which is {other.upper()}"
