@@ -1221,6 +1221,8 @@ def test_the_start_up_line_says_what_a_head_decodes_without_labels():
     )
     deepstream = {"boxes": (1, 8400, 4), "scores": (1, 8400, 1), "classes": (1, 8400, 1)}
     assert heads.choose(TaskConfig(type="deepstream_yolo"), shaped(deepstream), SPEC, []).describe() == "deepstream_yolo"
+    labelled = heads.choose(TaskConfig(type="deepstream_yolo"), shaped(deepstream), SPEC, ["a", "b"])
+    assert labelled.describe() == "deepstream_yolo (2 classes)"
 
 
 def test_a_picodet_level_of_dynamic_anchors_is_refused_with_the_layout():
@@ -1282,3 +1284,19 @@ def test_retinaface_detections_carry_the_label_given():
     spec = PreprocessSpec(640, 640)
     (det,) = decoder(out, ["gesicht"], spec=spec, type="retinaface")(out, identity(spec)).detections
     assert det.label == "gesicht"
+
+
+def test_picodet_levels_out_of_order_need_one_box_width_a_multiple_of_4():
+    # levels paired by anchor count; the box distributions are the outputs whose width is a multiple of 4 (4 * (R + 1))
+    shapes = {"s8": (1, 7600, 10), "b16": (1, 1900, 32), "s16": (1, 1900, 10), "b8": (1, 7600, 32)}
+    head = heads.choose(TaskConfig(type="picodet"), shaped(shapes), PreprocessSpec(608, 800), [])
+    assert head.levels == [("s8", "b8"), ("s16", "b16")]
+    # widths 9 and 10: neither is a distribution of 4 sides; 10 is at least 8 but no multiple of 4
+    odd = {"s8": (1, 7600, 9), "b16": (1, 1900, 10), "s16": (1, 1900, 9), "b8": (1, 7600, 10)}
+    msg = refusal(odd, spec=PreprocessSpec(608, 800), type="picodet")
+    assert "cannot tell the scores from the boxes in s8 [1, 7600, 9], b16 [1, 1900, 10]" in msg
+    # three widths among the levels: named with the outputs
+    three = {"s8": (1, 7600, 10), "b16": (1, 1900, 32), "s16": (1, 1900, 12), "b8": (1, 7600, 32)}
+    assert "4 * (R + 1)]; got s8 [1, 7600, 10], b16 [1, 1900, 32]" in refusal(
+        three, spec=PreprocessSpec(608, 800), type="picodet"
+    )
