@@ -362,3 +362,23 @@ def test_only_a_constant_add_rides_in_a_fully_connected_layer(op, device, rule):
     v = verdict(model)
     assert (v.device, v.rule) == (device, rule)
     assert v.fused_into == (predict(model, "orin", "10.3", None, "fp16").nodes[0].name if op == "Add" else None)
+
+
+def test_a_slice_without_axes_but_with_steps_reads_each_input_in_its_slot():
+    """Slice-13's inputs: data, starts, ends, axes (optional, here left empty), steps. Steps of 1 on axis 1 are a
+    DLA slice; a runtime axes input would not be."""
+    inits = {"s": np.array([0, 2]), "e": np.array([2, 6]), "st": np.array([1, 1])}
+    model = build([helper.make_node("Slice", ["x", "s", "e", "", "st"], ["y"])], {"x": [2, 8, 8, 8]}, inits)
+    assert verdict(model).device == "DLA"  # axes default to 0, 1: the whole batch of 2, then channels 2..6
+
+
+@pytest.mark.parametrize("shape, merged", [([1, 64], True), ([64, 1], False)])
+def test_only_a_flatten_to_n_by_c_rides_in_the_fully_connected_layer(shape, merged):
+    """[1, 64, 1, 1] -> [1, 64] is undone by the FC layer's own reshape; -> [64, 1] moves the channels into the batch."""
+    model = build(
+        [helper.make_node("Reshape", ["x", "s"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])],
+        {"x": [1, 64, 1, 1]},
+        {"s": np.array(shape), "w": w(shape[1], 16)},
+    )
+    v = verdict(model, node=0)
+    assert (v.device, v.fused_into) == (("DLA", "MatMul_1") if merged else ("GPU", None))
