@@ -54,8 +54,10 @@ def test_the_layout_and_size_come_from_the_input_tensor():
     assert (s.layout, s.width, s.height) == ("nchw", 640, 480)
     s = spec((1, 192, 320, 3))  # and in NHWC
     assert (s.layout, s.width, s.height) == ("nhwc", 320, 192)
-    s = spec((1, 3, 1, 64))  # one row of pixels is still a size
+    s = spec((1, 3, 1, 64))  # one row or one column of pixels is still a size
     assert (s.width, s.height) == (64, 1)
+    s = spec((1, 3, 64, 1))
+    assert (s.width, s.height) == (1, 64)
     s = spec((1, 3, 8, 8), "input.scale=0.5", "input.offset=-1", "input.resize=stretch", "input.color=bgr")
     assert (s.scale, s.offset, s.resize, s.color) == (0.5, -1.0, "stretch", "bgr")
     s = spec((1, 1, 28, 28), "input.layout=nchw", "input.mean=[0]", "input.std=[1]")  # a grey input, named
