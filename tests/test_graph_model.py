@@ -47,6 +47,9 @@ def test_a_node_off_its_schema_is_named_with_what_the_spec_says(domain):
     assert gm.off_spec(model) == "node 1 'two_in' (Relu) has 2 inputs, the spec says 1"
     unnamed = make([helper.make_node("Relu", ["x", "x"], ["y"])], domain=domain)
     assert gm.off_spec(unnamed) == "node 0 (Relu) has 2 inputs, the spec says 1"
+    # an op the standard domain does not have is left to the later "unknown op" report, not the end of the check
+    unknown_first = make([helper.make_node("NoSuchOp", ["x"], ["f"]), helper.make_node("Relu", ["f", "x"], ["y"])])
+    assert gm.off_spec(unknown_first) == "node 1 (Relu) has 2 inputs, the spec says 1"
 
 
 @pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
