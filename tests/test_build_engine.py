@@ -152,6 +152,30 @@ def test_dynamic_input_without_shape_names_the_input(trt, ocr_model, tmp_path, c
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("shape", [[], ["--shape", "x=1x3x8x8"]])
+def test_an_input_declaring_a_0_is_refused_naming_the_fix_that_writes_the_size(trt, tmp_path, capsys, shape):
+    """TensorRT-RTX's ONNX parser reads a declared 0 as a literal empty axis (network input (0, 3, 8, 8)) and the
+    builder makes an engine of it; an optimization profile cannot change a static dimension."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 3, 8, 8])],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    assert edge_build(str(model), "-o", str(tmp_path / "m.engine"), *shape) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "error" in ln]  # after the "parsed" progress line
+    assert line.endswith(
+        "input 'x' is [0, 3, 8, 8]: TensorRT reads a dimension of 0 as an empty axis (some exporters write 0 for an "
+        f"unknown size); write the size into the file: edge dla {model} --shape x=1x3x8x8 --fix OUT.onnx"
+    ), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
 def test_dynamic_shape_with_dla_needs_min_opt_max(trt, caps, ocr_model):
     from edge.builder.engine import input_shapes
 

@@ -174,14 +174,21 @@ def input_shapes(network: Any, shape_texts: List[str], dla: bool, onnx_path: Opt
         t = network.get_input(i)
         dims = tuple(t.shape)
         want = given.get(t.name)
+        if 0 in dims or (want is None and any(d < 0 for d in dims)):
+            meta = NONE
+            if onnx_path is not None:
+                from edge.graph.model import load_model
+
+                meta = from_onnx(str(onnx_path), load_model(onnx_path))
+            example = "x".join(map(str, want)) if want else shape_hint(dims, meta)
+            if 0 in dims:  # the parser reads it as an empty axis, and a profile cannot change a static dimension
+                raise EdgeError(
+                    f"input '{t.name}' is {list(dims)}: TensorRT reads a dimension of 0 as an empty axis (some exporters "
+                    f"write 0 for an unknown size); write the size into the file: edge dla {onnx_path or 'MODEL'} "
+                    f"--shape {t.name}={example} --fix OUT.onnx"
+                )
         if want is None:
             if any(d < 0 for d in dims):
-                meta = NONE
-                if onnx_path is not None:
-                    from edge.graph.model import load_model
-
-                    meta = from_onnx(str(onnx_path), load_model(onnx_path))
-                example = shape_hint(dims, meta)
                 why = (
                     "the DLA needs static shapes (one optimization profile with min = opt = max)"
                     if dla
