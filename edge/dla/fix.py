@@ -347,7 +347,7 @@ def _pin_outputs(model: Any) -> None:
     bare = onnx.ModelProto()
     bare.CopyFrom(model)
     for out in bare.graph.output:  # a declared 0 (an unknown size to some exporters) would stay: inference decides
-        if any(d.HasField("dim_value") and d.dim_value == 0 for d in out.type.tensor_type.shape.dim):
+        if _zeros(out):
             out.type.tensor_type.ClearField("shape")
     try:
         inferred = onnx.shape_inference.infer_shapes(bare, data_prop=True, strict_mode=False)
@@ -382,19 +382,22 @@ def verify_same_outputs(original: Any, fixed: Any, shapes: Dict[str, Tuple[int, 
     return diffs
 
 
+def _zeros(port: Any) -> List[Any]:
+    """The dimensions of an input or output declared as 0."""
+    return [d for d in port.type.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value == 0]
+
+
 def _zero_dims_unknown(model: Any) -> Any:
     """``model`` with its inputs' and outputs' dimensions of 0 made symbols: some exporters write 0 for an unknown
     size and edge dla reads it so, while ONNX Runtime would take it for an empty axis and refuse every input."""
     onnx = require("onnx")
-    ports = [*model_inputs(model), *model.graph.output]
-    if not any(d.HasField("dim_value") and d.dim_value == 0 for p in ports for d in p.type.tensor_type.shape.dim):
+    if not any(_zeros(p) for p in [*model_inputs(model), *model.graph.output]):
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for port in [*model_inputs(copy), *copy.graph.output]:
-        for k, d in enumerate(port.type.tensor_type.shape.dim):
-            if d.HasField("dim_value") and d.dim_value == 0:
-                d.dim_param = f"{port.name}_{k}"
+        for k, d in enumerate(_zeros(port)):
+            d.dim_param = f"{port.name}_zero{k}"
     return copy
 
 
