@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +164,13 @@ def test_an_rtx_engine_is_refused_naming_its_api(tmp_path):
         "build the engine on the Jetson with edge-build"
     )
     refuse_rtx("m.engine", {"tensorrt": {"api": "tensorrt"}})  # the Jetson's TensorRT: nothing to refuse
+
+
+def test_the_l4t_release_is_read_where_jetson_linux_keeps_it():
+    # Jetson Linux writes its BSP release to /etc/nv_tegra_release (NVIDIA's Jetson Linux developer guide)
+    import inspect
+
+    from edge.manifest import read_l4t
+
+    assert inspect.signature(read_l4t).parameters["path"].default == "/etc/nv_tegra_release"
+    assert (read_l4t() is None) == (not Path("/etc/nv_tegra_release").is_file())  # None off a Jetson
