@@ -92,7 +92,10 @@ def test_samples_copy_is_safe_while_the_thread_appends():
         t.join()
     sampler.stop()
     assert errors == []
-    assert len(sampler.samples()) == min(1000, sampler.backend.reads - 1)  # one read raised; the rest are kept
+    # the second read raises (if the thread got that far: on a loaded machine the readers can finish first); the
+    # rest are kept, up to the capacity
+    raised = 1 if sampler.backend.reads >= 2 else 0
+    assert sampler.errors == raised and len(sampler.samples()) == min(1000, sampler.backend.reads - raised)
 
 
 def test_unknown_backend_and_bad_interval_are_edge_errors():
