@@ -58,8 +58,8 @@ class Decoded:
         n = self.names
         if "rows" in n:  # one [B, N, 6 (+ mask coefficients or keypoints)] output
             rows = as_float(n["rows"], out[n["rows"]][0])
-            extra = rows[:, 6:] if rows.shape[1] > 6 else None
-            return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes), extra
+            # mask coefficients or keypoints after the six, read only where the head has them
+            return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes), rows[:, 6:]
         boxes = as_float(n["boxes"], out[n["boxes"]][0]).reshape(-1, 4)
         scores = as_float(n["scores"], out[n["scores"]][0]).reshape(-1)
         classes = class_ids(n["classes"], as_float(n["classes"], out[n["classes"]][0]).reshape(-1), self.head.classes)
