@@ -138,6 +138,5 @@ def create_postprocessor(
     from edge.runtime.postprocess import heads
 
     labels = load_labels(cfg) or (list(metadata.names) if metadata is not None and metadata.names else [])
-    key = cfg.name_of("task.type") if hasattr(cfg, "name_of") else "key 'task.type'"
-    head = heads.choose(cfg.task, outputs, spec, labels, metadata, key)
+    head = heads.choose(cfg.task, outputs, spec, labels, metadata, cfg.name_of("task.type"))
     return heads.build(head, resolved_task(cfg.task, head.kind), outputs, spec, labels)
