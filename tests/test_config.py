@@ -167,6 +167,7 @@ LIMITS = [
     ("task.keypoints", [1, 3], [0, 3], ""),
     ("task.anchor_grids", [[1, 1]], [[16, 0]], ""),
     ("task.priors.steps", [8, 16, 32], [8, 16, 0], ""),  # a stride is positive
+    ("task.priors.min_sizes", [[1], [64], [256]], [[0], [64], [256]], ""),  # a prior of 1 pixel is still a prior
     ("task.priors.variances", [10, 0.2], [10.5, 0.2], ""),
     ("task.priors.variances", [0.1, 0.2], [0, 0.2], "[0.1, 0.2]"),
     ("telemetry.interval_s", 0.05, 0, ""),
@@ -643,6 +644,19 @@ def test_a_tensorrt_pool_needs_the_dla_plan_only_for_dla_engines(tmp_path):
             "key 'sinks.display': one window cannot show several sources; use the live view (view.port)",
         ),
         ("input: {mean: [0.1, 0.2]}\n", "key 'input.mean': expected 1 or 3 numbers, got [0.1, 0.2]"),
+        (
+            "sources: [{uri: a.mp4, reconnect: {initial_delay_s: 5, max_delay_s: 1}}]\n",
+            "key 'sources[0].reconnect': expected initial_delay_s > 0, max_delay_s >= initial_delay_s, max_attempts >= 0, "
+            "got {{'initial_delay_s': 5.0, 'max_attempts': 0, 'max_delay_s': 1.0}}",  # braces doubled: the text is a format
+        ),
+        (
+            "sources: [{uri: a.mp4, task: {max_detections: 0}}]\n",
+            "key 'sources[0].task.max_detections': expected an integer 1..100000, or null, got 0",
+        ),
+        (
+            "sources: [{uri: ''}]\n",
+            "key 'sources[0].uri': expected a source URI (file, folder, /dev/videoN, csi://N, rtsp://...), got ''",
+        ),
         ("input: {pad_value: 256}\n", "key 'input.pad_value': expected an integer 0..255, got 256"),
         ("view: {width: 15}\n", "key 'view.width': expected a width of at least 16 pixels, got 15"),
         ("sources: [{uri: a.mp4}]\npool: {queue_size: 65}\n", "key 'pool.queue_size': expected an integer 1..64, got 65"),
@@ -662,3 +676,10 @@ def test_more_refusals_say_the_file_the_key_and_the_value(tmp_path, extra, said)
 def test_ip_addresses_of_both_families_are_allowed_hosts():
     cfg = load_config(DEMO_CONFIG, ["metrics.allowed_hosts=[10.0.0.2, '::1', 'fe80::1']"])
     assert cfg.metrics.allowed_hosts == ["10.0.0.2", "::1", "fe80::1"]
+
+
+def test_a_config_without_a_model_says_how_to_name_one(tmp_path):
+    p = write(tmp_path, "source: {uri: a.mp4}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"{p}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)"

@@ -1136,7 +1136,7 @@ def test_blazeface_scores_squeezed_to_rank_2_are_refused_naming_the_pairs():
     # scores [k, 1] instead of [1, k, 1]: the regressor alone must not pass as a pair
     shapes = {"r16": (1, 512, 16), "s16": (512, 1)}
     msg = refusal(shapes, spec=PreprocessSpec(128, 128), type="blazeface", anchor_grids=[[16, 2]])
-    assert "blazeface reads pairs of score [1, k, 1] and regressor [1, k, 16] outputs" in msg
+    assert ": blazeface reads pairs of score [1, k, 1] and regressor [1, k, 16] outputs; " in msg
 
 
 def test_centerface_outputs_of_different_heights_are_refused():
@@ -1300,3 +1300,19 @@ def test_picodet_levels_out_of_order_need_one_box_width_a_multiple_of_4():
     assert "4 * (R + 1)]; got s8 [1, 7600, 10], b16 [1, 1900, 32]" in refusal(
         three, spec=PreprocessSpec(608, 800), type="picodet"
     )
+
+
+def test_a_declared_type_that_does_not_fit_names_every_type_that_does():
+    # [1, 8400, 6] with two labels: a transposed v8 head of 2 classes, or DeepStream-Yolo's rows
+    msg = refusal({"o": (1, 8400, 6)}, ["a", "b"], type="picodet")
+    assert msg.endswith("; task.type yolo or deepstream_yolo fits them"), msg
+    msg = refusal({"o": (1, 8400, 6)}, ["a", "b"], type="yolo_seg")
+    assert ": yolo_seg reads a head [1, 4+C+32, N] and prototypes [1, 32, H/4, W/4]; " in msg, msg
+
+
+def test_a_segmenter_of_class_ids_or_one_channel_takes_the_labels_it_is_given():
+    ids = heads.choose(TaskConfig(type="segment"), shaped({"map": (1, 64, 64)}, np.int64), SPEC, ["sky", "road", "car"])
+    assert ids.describe() == "segment (3 classes)"  # the ids' classes come from the labels
+    # one channel of foreground: the labels may name background and foreground
+    fg = heads.choose(TaskConfig(type="segment"), shaped({"map": (1, 1, 64, 64)}), SPEC, ["background", "person"])
+    assert fg.describe() == "segment (1 classes)"
