@@ -375,3 +375,37 @@ def test_runs_really_overlap_up_to_the_callers_given():
     s = Meeting()
     got = [int(out[0]) for _, out in ahead(s, ((np.array(k),) for k in range(6)), 2)]
     assert got == list(range(6)) and s.most == 2
+
+
+def _three_colours(count: int) -> ImageSet:
+    """Images red, green and blue in turn (BGR frames): the channel-mean model decides each one's colour."""
+    colours = [(0, 0, 255), (0, 255, 0), (255, 0, 0)]
+    frames = [np.full((4, 4, 3), colours[i % 3], np.uint8) for i in range(count)]
+    return ImageSet("colours", SPEC, lambda i: frames[i], count)
+
+
+def test_a_kept_reference_is_compared_batch_by_batch_with_its_own_images(tmp_path):
+    """20 images checked in batches of 8, 8 and 4: once the first check keeps FP32's outputs, a second check of the
+    same model agrees on all 20 only if each batch meets its own images' FP32 decisions (batch 3's colours differ
+    from those of any other 4 images at a multiple of 4)."""
+    assert BATCH == 8
+    model = channel_mean_model(tmp_path / "m.onnx")
+    checker = Checker(model, prepare(model, {"x": (1, 3, 4, 4)}), "nchw", _three_colours(20), threads=1)
+    first = checker.measure(model, labelled=False)
+    again = checker.measure(model, labelled=False)
+    assert [(f.positions, f.agree) for f in first.fidelity] == [(f.positions, f.agree) for f in again.fidelity] == [(20, 20)]
+
+
+def test_a_reference_the_statistics_pass_kept_is_used_instead_of_running_fp32(tmp_path):
+    model = channel_mean_model(tmp_path / "m.onnx")
+    graph = prepare(model, {"x": (1, 3, 4, 4)})
+    kept = Checker(model, graph, "nchw", _three_colours(10), threads=1)
+    kept.measure(model, labelled=False)  # fills its reference
+
+    class Spent:
+        def run(self, *args, **kwargs):
+            raise AssertionError("FP32 ran although its outputs were handed over")
+
+    checker = Checker(model, graph, "nchw", _three_colours(10), threads=1, reference=kept._kept)
+    checker._fp32_session = Spent()
+    assert [(f.positions, f.agree) for f in checker.measure(model, labelled=False).fidelity] == [(10, 10)]
