@@ -191,6 +191,11 @@ CASES = [
         "resize.range",
     ),
     ("resize nearest x1.5", lambda: resize((1, 1, 1.5, 1.5)), {}, "resize.range"),
+    # NvInfer.h 10.3.0, IResizeLayer: on DLA, nearest takes half-pixel with kHALF_DOWN or kHALF_UP rounding (ONNX's
+    # round_prefer_floor and round_prefer_ceil), not ceil
+    ("resize nearest half_pixel round_prefer_floor", lambda: resize(nearest_mode="round_prefer_floor"), {}, None),
+    ("resize nearest half_pixel round_prefer_ceil", lambda: resize(nearest_mode="round_prefer_ceil"), {}, None),
+    ("resize nearest half_pixel ceil", lambda: resize(nearest_mode="ceil"), {}, "resize.mode"),
     ("resize linear x4", lambda: resize((1, 1, 4, 4), mode="linear"), {}, None),
     ("resize linear x5", lambda: resize((1, 1, 5, 5), mode="linear"), {}, "resize.range"),
     ("resize align_corners", lambda: resize(mode="linear", coordinate_transformation_mode="align_corners"), {}, "resize.mode"),
