@@ -303,8 +303,9 @@ def test_the_first_fp32_pass_is_kept_and_later_checks_do_not_run_fp32_again(tmp_
     assert [(f.positions, f.agree) for f in again.fidelity] == [(f.positions, f.agree) for f in first.fidelity] == [(5, 5)]
 
 
+@pytest.mark.parametrize("threads", [1, 2])  # 2: two runs at once, one image each (the model's batch is 1)
 @pytest.mark.parametrize("gt, want", [([10, 12, 50, 40], 1.0), ([30, 30, 62, 62], 0.0)])
-def test_a_detectors_labelled_check_is_cocos_map_of_its_detections(tmp_path, gt, want):
+def test_a_detectors_labelled_check_is_cocos_map_of_its_detections(tmp_path, gt, want, threads):
     """A detector whose one detection is always (10, 12)-(50, 40), class 0, on 64 x 64 images, against labels that
     are that box (COCO mAP 1) or one it overlaps by IoU 200 / 1944 = 0.10 (mAP 0), as pycocotools scores them."""
     import cv2
@@ -329,7 +330,7 @@ def test_a_detectors_labelled_check_is_cocos_map_of_its_detections(tmp_path, gt,
     head = heads.choose(TaskConfig(), infos, spec, ["thing"])
     task = TaskDecisions(head, heads.build(head, resolved_task(TaskConfig(), head.kind), infos, spec, ["thing"]), spec)
     images = ImageSet("frames", spec, lambda i: cv2.imread(str(files[i])), 3)
-    checker = Checker(model, prepare(model), "nchw", images, dset, threads=1, task=task)
+    checker = Checker(model, prepare(model), "nchw", images, dset, threads=threads, task=task)
     m = checker.measure(model)
     assert isinstance(m.labelled, DetectionScore) and m.labelled.images == 3
     assert (m.labelled.map50, m.labelled.map) == (want, want)
