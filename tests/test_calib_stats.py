@@ -685,3 +685,16 @@ def test_a_batch_of_0_is_no_fixed_batch():
 
     assert fixed_batch(prepare(_fixed_batch_model(0), {})) is None
     assert fixed_batch(prepare(_fixed_batch_model(1), {})) == 1
+
+
+def test_small_tensors_counted_together_keep_each_ones_largest_value():
+    """Tensors of at most SMALL values are counted in one pass once their range is known; each one's largest |x| is
+    its own, wherever in the tensor it sits (here the first value), and every value lands in the histogram."""
+    collector = Collector(["a", "b", "c"])
+    first = {n: np.array([1.0, 0.5, -0.25], np.float32) for n in "abc"}
+    collector.update(dict(first))  # sets each range (counted one by one)
+    peaks = {"a": 3.0, "b": -7.0, "c": 5.0}
+    collector.update({n: np.array([p, 0.5, 0.25, -0.125], np.float32) for n, p in peaks.items()})  # counted together
+    for n, p in peaks.items():
+        s = collector.stats[n]
+        assert s.absmax == abs(p) and s.hist.sum() == 3 + 4, (n, s.absmax, s.hist.sum())

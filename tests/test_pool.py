@@ -308,6 +308,8 @@ def test_each_record_carries_its_stage_times_source_and_engine_and_the_counts_ad
         assert st["busy_s"] == pytest.approx(st["busy"] * st["wall_s"], rel=0.02, abs=0.002)
         assert st["busy_s"] >= 30 * 0.002  # busy: the sum of its 30 inferences of at least the sleeper's 2 ms each
     assert pool.summary()["cpu_ms_per_frame"] == pytest.approx(pool.cpu_s / 60 * 1e3, rel=1e-2)
+    sink = pool.metrics.summary()["latency_ms"]["sink"]  # the sinks' own time: a list append here
+    assert 0 <= sink["p50"] <= sink["max"] < 1000, sink
     line = pool.status_line("power 5 W")
     assert "| gpu 30 frames [a]" in line and "dla0 30 frames [b]" in line and line.endswith("| power 5 W"), line
 
