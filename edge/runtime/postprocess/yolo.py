@@ -55,9 +55,9 @@ class Yolo:
         pred = as_float(self.name, out[self.name][0])
         c, conf = self.classes, self.task.score_threshold
         if self.layout == "v8":
-            scores_all = pred[4 : 4 + c].max(axis=0) if c > 1 else pred[4]
+            scores_all = pred[4 : 4 + c].max(axis=0)
         elif self.layout == "v8t":
-            scores_all = pred[:, 4 : 4 + c].max(axis=1) if c > 1 else pred[:, 4]
+            scores_all = pred[:, 4 : 4 + c].max(axis=1)
         else:  # objectness first: a score is at most its objectness, so only those above the threshold are multiplied
             obj = pred[:, 4]
             scores_all = np.zeros(len(pred), np.float32)
@@ -65,7 +65,7 @@ class Yolo:
             scores_all[live] = (pred[live, 5 : 5 + c] * obj[live, None]).max(axis=1)
         idx = candidates(scores_all, conf)
         first = 5 if self.layout in ("v5", "yolox") else 4
-        classes = self.rows(pred, idx, first, first + c).argmax(axis=1) if c > 1 else np.zeros(len(idx), np.int64)
+        classes = self.rows(pred, idx, first, first + c).argmax(axis=1)
         xywh = self.rows(pred, idx, 0, 4).astype(np.float32, copy=True)
         if self.layout == "yolox":
             step = self.strides[idx, None]
