@@ -406,7 +406,7 @@ REFUSALS = [
 @pytest.mark.parametrize(
     "extra, key, fix",
     [
-        ("preprocess: gpu\n", "preprocess", "use preprocess: cpu"),
+        ("preprocess: gpu\n", "preprocess", "the pool preprocesses on the CPU; use preprocess: cpu"),
         # an Orin's engines: its GPU and two DLA cores (NVIDIA's Jetson AGX Orin and Orin NX module data sheets)
         ("pool: {engines: [cpu]}\n", "pool.engines", "'cpu' is not an engine of backend tensorrt; use gpu, dla0, dla1"),
     ],
@@ -521,6 +521,23 @@ SAYS = [
         "--set task.score_threshold: expected a number between 0 and 1, or null for the decoder's default, got 2.0",
     ),
     (["sinks.mqtt.keepalive_s=4"], "--set sinks.mqtt.keepalive_s: expected an integer 5..65535, got 4"),
+    (["sinks.mqtt.queue_size=0"], "--set sinks.mqtt.queue_size: expected a positive integer, got 0"),
+    (
+        ["sinks.mqtt.max_packet_bytes=127"],  # MQTT's fixed header and a topic need more than that
+        "--set sinks.mqtt.max_packet_bytes: expected bytes 128..268435460 (MQTT's largest packet), or null, got 127",
+    ),
+    (["task.top_k=0"], "--set task.top_k: expected a positive integer, got 0"),
+    (["pipeline.queue_size=0"], "--set pipeline.queue_size: expected a positive integer, got 0"),
+    (["dla_core=-1"], "--set dla_core: expected a DLA core index 0, 1, ... or null, got -1"),
+    (
+        ["task.priors.variances=[0, 0.2]"],
+        "--set task.priors.variances '[0, 0.2]': expected two numbers in (0, 10]: centre and size, e.g. [0.1, 0.2], "
+        "got [0.0, 0.2]",
+    ),
+    (
+        ["sources=[{uri: a.mp4}]", "pool.dla_engine=x.engine"],
+        "--set pool.dla_engine 'x.engine': is for the dla0/dla1 engines of backend tensorrt; list them in pool.engines",
+    ),
     (["input=5"], "--set input: expected a mapping of keys, got 5"),
     (["sources=5"], "--set sources: expected a list (each item a mapping), got 5"),
     (["task.labels=5"], "--set task.labels: expected a list (each item a string) or a string or null, got 5"),
@@ -544,6 +561,8 @@ def test_a_refusal_says_what_the_key_takes_and_the_value_given(overrides, said):
 
 def test_the_edges_a_refusal_table_does_not_reach(tmp_path):
     load_config(DEMO_CONFIG, ["sinks.mqtt.keepalive_s=5"])  # the lowest keep-alive offered
+    load_config(DEMO_CONFIG, ["sinks.mqtt.max_packet_bytes=128"])  # the smallest packet limit
+    load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, task: {score_threshold: 1.0}}]\n"))  # a probability
     load_config(write(tmp_path, _M + "sources: [{uri: a.mp4, flip: 7}]\n"))  # a pool source's last flip-method
     # an empty section (everything under it commented out) is its defaults
     cfg = load_config(write(tmp_path, _M + "input:\nsinks:\n"))
