@@ -1316,3 +1316,29 @@ def test_a_segmenter_of_class_ids_or_one_channel_takes_the_labels_it_is_given():
     # one channel of foreground: the labels may name background and foreground
     fg = heads.choose(TaskConfig(type="segment"), shaped({"map": (1, 1, 64, 64)}), SPEC, ["background", "person"])
     assert fg.describe() == "segment (1 classes)"
+
+
+def test_deepstream_rows_past_an_end_to_end_heads_count_and_of_dynamic_count():
+    # up to MAX_END2END (1000) rows read as boxes after NMS; DeepStream-Yolo's rows are one per candidate, thousands
+    assert "has 1000 rows, as many as boxes after NMS" in refusal({"o": (1, 1000, 6)}, type="deepstream_yolo")
+    assert heads.choose(TaskConfig(type="deepstream_yolo"), shaped({"o": (1, 1001, 6)}), SPEC, []).kind == "deepstream_yolo"
+    assert heads.choose(TaskConfig(type="deepstream_yolo"), shaped({"o": (1, "n", 6)}), SPEC, []).kind == "deepstream_yolo"
+
+
+def test_picodet_names_its_class_count_against_the_labels():
+    picodet = {k: v.shape for k, v in PICODET.items() if not k.endswith("64")}
+    msg = refusal(picodet, ["a", "b", "c"], spec=PreprocessSpec(608, 800), type="picodet")
+    assert "it would have 10 classes but task.labels / the metadata name 3" in msg
+
+
+def test_ssd_outputs_of_rank_4_or_told_apart_by_name_and_without_a_class():
+    # TensorFlow's SSD box encodings are [1, N, 1, 4]; with 3 classes the scores [1, N, 4] are as wide as the boxes
+    n = 1917  # SSD MobileNet's anchors at 300 x 300 (6 feature maps)
+    spec = PreprocessSpec(300, 300)
+    rank4 = heads.choose(TaskConfig(type="ssd"), shaped({"box": (1, n, 1, 4), "cls": (1, n, 91)}), spec, [])
+    assert (rank4.outputs, rank4.classes) == ({"boxes": "box", "scores": "cls"}, 90)
+    named = heads.choose(TaskConfig(type="ssd"), shaped({"conf": (1, n, 4), "loc": (1, n, 4)}), spec, [])
+    assert (named.outputs, named.classes) == ({"boxes": "loc", "scores": "conf"}, 3)
+    assert "scores [1, 1917, 1] has no class besides background" in refusal(
+        {"boxes": (1, n, 4), "scores": (1, n, 1)}, spec=spec, type="ssd"
+    )
