@@ -387,3 +387,20 @@ def test_only_a_flatten_to_n_by_c_rides_in_the_fully_connected_layer(shape, merg
     )
     v = verdict(model, node=0)
     assert (v.device, v.fused_into) == (("DLA", "MatMul_1") if merged else ("GPU", None))
+
+
+def test_an_op_the_releases_parser_lacks_is_named_for_that_release():
+    # onnx-tensorrt 8.5-GA has no Mish importer; 10.0 has one (../shared/reference/onnx-tensorrt, importer tables)
+    old = verdict(unary("Mish", (1, 4, 8, 8), opset=18), trt="8.5.2")
+    assert (old.device, old.rule, old.notes) == ("GPU", "parser.missing", ["TensorRT 8.5's ONNX parser has no importer for Mish"])
+    assert "no importer" not in " ".join(verdict(unary("Mish", (1, 4, 8, 8), opset=18), trt="10.3").notes)
+
+
+def test_instance_normalization_is_a_plugin_on_8x_and_a_layer_of_its_own_from_10():
+    # onnx-tensorrt 8.5/8.6 import it as InstanceNormalization_TRT (a plugin); 10.0 natively (kNATIVE_INSTANCENORM)
+    def model():
+        nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])]
+        return build(nodes, {"x": [1, 4, 8, 8]}, {"s": w(4), "b": w(4)})
+
+    assert verdict(model(), trt="8.5.2").layer == "PLUGIN_V2"
+    assert verdict(model(), trt="10.3").layer != "PLUGIN_V2"
