@@ -129,3 +129,31 @@ def test_external_weights_past_the_memory_left_are_refused_with_the_sizes(tmp_pa
         f"{path}: its external weights take 3.0 GiB, about 9 GiB once loaded, and this process may use 2.0 GiB; run it "
         "on a larger machine"
     )
+
+
+def test_an_opset_newer_than_onnx_defines_is_named_whatever_the_domains_order():
+    latest = onnx.defs.onnx_opset_version()
+    model = make([helper.make_node("Relu", ["x"], ["y"])], opset=latest + 1, domain="ai.onnx")
+    model.opset_import.insert(0, helper.make_opsetid("com.vendor", 1))  # a custom domain listed first
+    assert gm.unknown_opset(model) == f"opset {latest + 1} is newer than the installed onnx defines (at most {latest})"
+    assert gm.unknown_opset(make([helper.make_node("Relu", ["x"], ["y"])], opset=latest)) is None
+    custom_only = make([helper.make_node("Frob", ["x"], ["y"], domain="com.vendor")], domain="com.vendor")
+    assert gm.unknown_opset(custom_only) is None  # no standard opset imported: nothing to be newer
+
+
+def test_reading_a_model_without_onnx_installed_says_what_for(tmp_path, monkeypatch):
+    import sys
+
+    from edge.errors import MissingDependency
+
+    path = tmp_path / "m.onnx"
+    onnx.save(make([helper.make_node("Relu", ["x"], ["y"])]), str(path))
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    for read in (gm.load_model, lambda p: gm.prepare(p)):
+        with pytest.raises(MissingDependency, match="'onnx' is needed for reading ONNX models"):
+            read(path)
+
+
+def test_a_declared_0_is_no_static_size():
+    # edge dla reads an exporter's 0 as an unknown size, and asks for --shape (as for a symbol)
+    assert not gm.is_static((0, 3, 8, 8)) and gm.is_static((1, 3, 8, 8)) and not gm.is_static((1, "h", 8, 8))
