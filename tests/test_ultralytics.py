@@ -246,6 +246,18 @@ def test_detect_transposed_v8t_and_fp16_outputs_match_ultralytics(ultra, agnosti
         assert_rows(as_rows(post({"output0": out}, identity())), want16, name)
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_single_class_detector_matches_ultralytics_in_both_layouts(ultra, seed):
+    """One class (a person or a face detector): Ultralytics' NMS on [1, 5, N]; edge reads the same head as v8 and,
+    transposed, as v8t."""
+    raw = head(seed, nc=1)
+    want, _ = clipped(R.detect(raw, 0.25, IOU, MAX_DET))
+    for name, out in (("v8", raw), ("v8t", np.ascontiguousarray(raw[0].T[None]))):
+        post = decoder({"output0": out}, ["person"])
+        assert post.head_info == f"yolo {name} (1 classes)"
+        assert_rows(as_rows(post({"output0": out}, identity())), want, f"one class {name} seed {seed}")
+
+
 def test_ultralytics_float32_class_offset_keeps_a_box_above_the_iou_threshold(ultra):
     """Two class-79 boxes with exact IoU 0.70004 (> 0.7): the second must go. Ultralytics' NMS offsets class 79 by
     79 * 7680 = 606720 in float32 (1/16 px steps), rounds the IoU down to 0.7 and keeps both; edge (offsets scaled to
