@@ -418,3 +418,22 @@ def test_heartbeat_says_a_long_step_is_still_running():
     with Heartbeat("building the engine", interval_s=0.02, out=said.append):
         time.sleep(0.1)
     assert said and said[0].startswith("building the engine… ")
+
+
+def test_a_0_input_named_with_a_terminal_escape_is_refused_printing_it_escaped(trt, tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    name = "x\x1b]0;pwned\x07"  # an OSC sequence: retitles the terminal if printed raw
+    g = helper.make_graph(
+        [helper.make_node("Relu", [name], ["y"])],
+        "g",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [0, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 3, 8, 8])],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    assert edge_build(str(model), "-o", str(tmp_path / "m.engine")) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "input 'x\\x1b]0;pwned\\x07' is [0, 3, 8, 8]" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
