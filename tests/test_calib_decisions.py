@@ -91,8 +91,30 @@ def test_a_flipped_class_at_one_confident_anchor_loses_that_detection():
     meter.update({"output0": fp32}, {"output0": int8})
     got = {r.name: r for r in meter.summary()}
     assert (got[ANCHORS].positions, got[ANCHORS].agree) == (5, 4)
-    fp32_dets = got[DETECTIONS].positions
-    assert got[DETECTIONS].agree == fp32_dets - 1  # unless two overlapped; the seed keeps them apart
+    # five detections each side (the seed keeps the boxes apart), four matched: the flipped one is a detection FP32
+    # reports and INT8 does not, and one INT8 reports and FP32 does not
+    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == (6, 4)
+
+
+@pytest.mark.parametrize("change", ["added", "dropped"])
+def test_a_detection_int8_adds_disagrees_as_much_as_one_it_drops(change):
+    rng = np.random.default_rng(1)
+    fp32 = v8_batch(1, rng)
+    int8 = fp32.copy()
+    confident = np.flatnonzero(fp32[0, 4:].max(axis=0) > 0.5)
+    if change == "added":  # a sixth confident anchor, its box far from the five others
+        anchor = next(a for a in range(N) if a not in confident)
+        int8[0, :4, anchor] = [620, 620, 10, 10]
+        int8[0, 4, anchor] = 0.9
+    else:
+        int8[0, 4:, confident[0]] = 0.01
+    shape = {"output0": (1, 7, N)}
+    meter = FidelityMeter(graph_of(shape), ["output0"], "nchw", task_for(shape, ["a", "b", "c"]))
+    meter.update({"output0": fp32}, {"output0": int8})
+    got = {r.name: r for r in meter.summary()}
+    # added: 5 FP32 + 6 INT8 - 5 matched = 6 reported by either, 5 agree; dropped: 5 + 4 - 4 = 5, 4 agree
+    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == ((6, 5) if change == "added" else (5, 4))
+    assert got[DETECTIONS].agreement == pytest.approx(5 / 6 if change == "added" else 4 / 5)
 
 
 def test_matching_is_one_to_one_same_class_and_iou_at_least_half():

@@ -75,7 +75,7 @@ def test_calib_on_a_real_detector_reports_decisions_and_map_against_the_referenc
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
-    assert "decisions of yolo yolox (1 classes): the class each anchor picks and the detections INT8 keeps" in out
+    assert "decisions of yolo yolox (1 classes): the class each anchor picks and the detections both report" in out
     row = re.search(r"^\s+detections\s+(\d+)\s+([\d.]+)\s+-", out, re.M)
     assert row is not None, out
     # FP32's detections on the four check images: the labelled three's, and notes once more in notes2.png

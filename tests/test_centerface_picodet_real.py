@@ -347,7 +347,7 @@ def test_picodet_through_dla_calib_and_build(layout, tmp_path):
         assert cv2.imwrite(str(pages / f"{name}.png"), image)
     cfg = Path(__file__).parent.parent / "configs" / "picodet.example.yaml"
     out = _edge("calib", "--config", str(cfg), "--images", "pages", "--cache", "p.cache", "--qdq", "p.qdq.onnx", cwd=tmp_path)
-    assert "decisions of picodet (10 classes): the detections INT8 keeps" in out
+    assert "decisions of picodet (10 classes): the detections both report" in out
     detections = [line.split() for line in out.splitlines() if line.strip().startswith("detections")]
     assert detections and int(detections[0][1]) >= 5  # FP32 found at least the pages' five figures and texts
     built = _edge("build", "p.qdq.onnx", "-o", "p.engine", cwd=tmp_path)

@@ -511,7 +511,8 @@ def main(args: argparse.Namespace) -> int:
         lines.append(
             f"decisions of {task.name}: "
             + ("the class each anchor picks and " if task.head.kind in ("yolo", "yolo_seg", "yolo_pose") else "")
-            + f"the detections INT8 keeps (IoU >= 0.5, same class{', mask IoU >= 0.5' if task.head.mask_dims else ''})"
+            + f"the detections both report (IoU >= 0.5, same class{', mask IoU >= 0.5' if task.head.mask_dims else ''})"
+            + " over those either reports"
         )
     lines += fidelity.render(before.fidelity, check_images.count, check_images.name)
     if labelled is not None and checker.fp32_labelled is not None and before.labelled is not None:

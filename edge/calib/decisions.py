@@ -5,8 +5,8 @@ picks (or none), and which detections come out of the runtime's own decoder, FP3
   threshold, or background. Agreement counts only anchors where FP32 or INT8 sees an object (background everywhere
   else would make any model agree); an anchor agrees when both pick the same class.
 - **detections** (every detector): FP32's detections matched one to one, best first, with INT8's of the same class at
-  IoU >= 0.5; agreement is the share of FP32's detections INT8 keeps. For an instance segmenter a match also needs
-  mask IoU >= 0.5.
+  IoU >= 0.5; agreement is the matched pairs over the detections either reports (a detection INT8 drops and one it
+  adds both disagree: a camera reports both). For an instance segmenter a match also needs mask IoU >= 0.5.
 - **pixels** (semantic segmenters): each pixel's class on the model's map; agreement is the pixels where both give
   the same reported class over those where either reports one (background and below-threshold pixels aside).
 
@@ -25,8 +25,8 @@ MATCH_IOU = 0.5
 
 @dataclass
 class Matched:
-    fp32: int = 0  # FP32 detections
-    kept: int = 0  # of those, matched by an INT8 detection
+    either: int = 0  # detections FP32 or INT8 reports, a matched pair once (pixels either reports a class at)
+    kept: int = 0  # matched pairs (pixels of the same class)
     anchors: int = 0  # anchors where FP32 or INT8 sees an object
     anchors_agree: int = 0
     mask_iou_sum: float = 0.0  # over matched detections, for segmenters
@@ -124,9 +124,9 @@ class TaskDecisions:
                 total.anchors_agree += int((seen & (a == b)).sum())
         images = len(next(iter(fp32.values())))
         for i in range(images):
-            ref = self.detections(fp32, i)
-            kept, mask_ious = match(ref, self.detections(int8, i))
-            total.fp32 += len(ref)
+            ref, got = self.detections(fp32, i), self.detections(int8, i)
+            kept, mask_ious = match(ref, got)
+            total.either += len(ref) + len(got) - kept
             total.kept += kept
             total.mask_iou_sum += sum(mask_ious)
             total.masks += len(mask_ious)
@@ -142,5 +142,5 @@ class TaskDecisions:
             b = class_map(b_img, name, task.score_threshold, self.head.classes)
             seen_a = (a >= 0) & (a != self.decoder.background)
             seen_b = (b >= 0) & (b != self.decoder.background)
-            total.fp32 += int((seen_a | seen_b).sum())
+            total.either += int((seen_a | seen_b).sum())
             total.kept += int((seen_a & (a == b)).sum())

@@ -23,7 +23,7 @@ from edge.calib.decisions import Matched, TaskDecisions
 from edge.graph.model import Graph
 
 ANCHORS = "anchors"  # the per-anchor class decisions of a YOLO head, in a task-aware check
-DETECTIONS = "detections"  # FP32's detections that INT8 keeps (IoU >= 0.5, same class)
+DETECTIONS = "detections"  # matched detections (IoU >= 0.5, same class) over those FP32 or INT8 reports
 PIXELS = "pixels"  # a semantic segmenter's pixels whose reported class INT8 keeps (IoU of the two class maps)
 
 # Ops that move values without changing them: a score's meaning passes through them.
@@ -162,7 +162,7 @@ class FidelityMeter:
         if self.task.head.kind in ("yolo", "yolo_seg", "yolo_pose"):
             out.append(OutputFidelity(ANCHORS, m.anchors, m.anchors_agree, math.nan, math.nan))
         name = PIXELS if self.task.head.kind == "segment" else DETECTIONS
-        out.append(OutputFidelity(name, m.fp32, m.kept, math.nan, math.nan))
+        out.append(OutputFidelity(name, m.either, m.kept, math.nan, math.nan))
         return out + list(self.results.values())
 
 
