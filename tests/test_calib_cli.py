@@ -256,6 +256,35 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
     assert "Identity_3:0" in out  # one agreement row per output
 
 
+@pytest.mark.parametrize(
+    "watched, said",
+    [
+        # a raw output of a detector has no decisions of its own (its agreement would read 1.0 and meet any budget)
+        ("Identity:0", "--agreement-outputs Identity:0: with the blazeface decoder agreement is of its decisions "
+         "(detections); that output gets its SQNR only; watch detections or leave the flag out"),
+        ("anchors", "--agreement-outputs anchors: the measured outputs are detections"),  # only raw YOLO heads have anchors
+    ],
+)  # fmt: skip
+def test_a_budget_on_what_a_detector_does_not_decide_is_refused(edge_calib, tmp_path, monkeypatch, watched, said):
+    from edge.assets import resolve
+
+    try:
+        resolve("blazeface-back-256", quiet=True)
+    except EdgeError as exc:
+        require_or_skip(False, f"BlazeFace cannot be fetched ({exc})")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    cv2.imwrite(str(frames / "0.png"), np.full((300, 400, 3), 60, np.uint8))
+    monkeypatch.chdir(tmp_path)
+    demo = str(ROOT / "configs" / "demo.yaml")
+    status, out, err = edge_calib(
+        "--config", demo, "--images", "frames", "--min-agreement", "0.99", "--agreement-outputs", watched
+    )
+    assert status == 2 and out == ""
+    assert err.strip().splitlines() == [f"edge calib: error: {said}"]
+    assert not Path("blazeface-back-256.cache").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # a dozen edge calib runs: 2 minutes idle, past the 600 s default on a loaded machine
 def test_benchmark_script_quick_run_prints_the_tables(digits_model):

@@ -355,9 +355,19 @@ def main(args: argparse.Namespace) -> int:
     keep, keep_layers = qdq.match_nodes(graph, args.keep_fp16)
     notes: List[str] = []
     task = _task(cfg, model, graph, spec, path, notes)
-    decided = (fidelity.PIXELS,) if task is not None and task.head.kind == "segment" else (fidelity.ANCHORS, fidelity.DETECTIONS)
-    measured = [*graph.outputs, *(decided if task is not None else ())]
+    if task is None:
+        measured = list(graph.outputs)
+    elif task.head.kind == "segment":
+        measured = [fidelity.PIXELS]
+    else:
+        measured = [*([fidelity.ANCHORS] if task.has_anchors else []), fidelity.DETECTIONS]
     unknown = [o for o in budget.outputs if o not in measured]
+    if unknown and task is not None and unknown[0] in graph.outputs:
+        # a raw output's agreement is not measured when a decoder decides: watching it would meet any budget
+        raise EdgeError(
+            f"--agreement-outputs {unknown[0]}: with the {task.name} decoder agreement is of its decisions "
+            f"({', '.join(measured)}); that output gets its SQNR only; watch {' and '.join(measured)} or leave the flag out"
+        )
     if unknown:
         raise EdgeError(f"--agreement-outputs {unknown[0]}: the measured outputs are {', '.join(measured)}")
     if args.eval and task is not None and task.head.kind == "segment":
@@ -510,7 +520,7 @@ def main(args: argparse.Namespace) -> int:
     elif task is not None:
         lines.append(
             f"decisions of {task.name}: "
-            + ("the class each anchor picks and " if task.head.kind in ("yolo", "yolo_seg", "yolo_pose") else "")
+            + ("the class each anchor picks and " if task.has_anchors else "")
             + f"the detections both report (IoU >= 0.5, same class{', mask IoU >= 0.5' if task.head.mask_dims else ''})"
             + " over those either reports"
         )

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 MATCH_IOU = 0.5
+ANCHOR_KINDS = ("yolo", "yolo_seg", "yolo_pose")  # raw YOLO heads: the anchors' classes are decisions too
 
 
 @dataclass
@@ -88,13 +89,17 @@ class TaskDecisions:
         self.name = head.describe()
 
     @property
+    def has_anchors(self) -> bool:
+        return self.head.kind in ANCHOR_KINDS
+
+    @property
     def outputs(self) -> List[str]:
         return list(self.head.outputs.values())
 
     def anchor_classes(self, value: np.ndarray) -> Optional[np.ndarray]:
         """(images, anchors): the class each anchor picks above the score threshold, or -1; None for heads that are not
         raw YOLO heads."""
-        if self.head.kind not in ("yolo", "yolo_seg", "yolo_pose"):
+        if not self.has_anchors:
             return None
         c, layout = self.head.classes, self.head.layout
         v = np.asarray(value, np.float32)

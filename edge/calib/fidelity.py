@@ -159,7 +159,7 @@ class FidelityMeter:
         if self.task is None:
             return list(self.results.values())
         m, out = self.matched, []
-        if self.task.head.kind in ("yolo", "yolo_seg", "yolo_pose"):
+        if self.task.has_anchors:
             out.append(OutputFidelity(ANCHORS, m.anchors, m.anchors_agree, math.nan, math.nan))
         name = PIXELS if self.task.head.kind == "segment" else DETECTIONS
         out.append(OutputFidelity(name, m.either, m.kept, math.nan, math.nan))
