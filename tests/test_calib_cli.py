@@ -223,6 +223,25 @@ def test_digit_benchmark_end_to_end_on_a_subset(digits_model, edge_calib, tmp_pa
     assert "agreement" in out and "fetch_name_0" in out
 
 
+def test_a_run_without_a_budget_says_when_int8_decides_otherwise_than_fp32(digits_model, edge_calib, tmp_path):
+    """The check's lowest agreement below 0.99 gets one note naming the output and the budget that would fix it; a
+    run with a budget gets the budget's line instead."""
+    args = [str(digits_model), "--dataset", "mnist_5k[-48:]", "--layer-images", "4"]
+    status, out, err = edge_calib(*args, "--cache", str(tmp_path / "a.cache"))
+    assert status == 0, err
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("  fetch_name_0 ")]
+    agreement = float(row[2])
+    notes = [line for line in out.splitlines() if line.startswith("note: INT8 agrees")]
+    assert agreement < 0.99  # PP-OCRv5 rec: INT8 changes some of its 18385-way argmaxes on these 48 digits
+    assert notes == [
+        f"note: INT8 agrees with FP32 on {agreement:.2%} here (fetch_name_0); --min-agreement 0.99 keeps the layers "
+        "that cost most in FP16 until it does"
+    ]
+    status, out, err = edge_calib(*args, "--cache", str(tmp_path / "b.cache"), "--min-agreement", "0.5")
+    assert status == 0, err
+    assert "note: INT8 agrees" not in out and "budget --min-agreement 0.5: met with no layer in FP16" in out
+
+
 def test_trt_8_6_is_jetpack_6_0s_8_6_2(digits_model, edge_calib, tmp_path):
     status, out, _ = edge_calib(
         str(digits_model), "--dataset", "mnist_5k[-2:]", "--trt-version", "8.6", "--cache", str(tmp_path / "c.cache")

@@ -26,6 +26,7 @@ METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, r
 # Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
 DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.9
+LOW_AGREEMENT = 0.99  # below it a run without a budget says so, with the budget the docs suggest
 # The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
 TRT_RELEASES = {"8.5": "8.5.2", "8.6": "8.6.2", "10.3": "10.3.0"}
 
@@ -548,6 +549,12 @@ def main(args: argparse.Namespace) -> int:
                 lines.append(f"kept in FP16 for the budget: {len(added)} layer(s), listed below")
     elif budget.given:
         lines.append(f"budget {_budget_text(budget)}: met with no layer in FP16")
+    elif translated is None and before.fidelity and before.agreement < LOW_AGREEMENT:
+        # without a budget nothing else says that the INT8 model decides otherwise than FP32 on these images
+        lines.append(
+            f"note: INT8 agrees with FP32 on {before.agreement:.2%} here ({fidelity.lowest(before.fidelity)[1]}); "
+            f"--min-agreement {LOW_AGREEMENT} keeps the layers that cost most in FP16 until it does"
+        )
     if result is not None and not result.met:
         print("\n".join(printable(line) for line in lines), flush=True)
         raise RunFailed(
