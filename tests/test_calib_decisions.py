@@ -184,3 +184,84 @@ def test_a_semantic_segmenter_is_summed_up_in_pixels_not_detections():
     meter.update({"map": fp32}, {"map": fp32})
     names = [r.name for r in meter.summary()]
     assert names[0] == "pixels" and "detections" not in names, names
+
+
+def test_box_iou_by_hand():
+    from edge.calib.decisions import _box_iou
+
+    a = np.array([[0, 0, 10, 10]], np.float64)
+    b = np.array([[10, 0, 20, 10], [20, 20, 30, 30], [5, 0, 15, 10], [0, 0, 10, 5]], np.float64)
+    # touching (no overlap), apart on both axes (negative widths must not multiply into an overlap), half, half again
+    assert _box_iou(a, b).tolist() == [[0.0, 0.0, 50 / 150, 0.5]]
+    tiny = np.array([[0, 0, 1, 0.5]], np.float64)  # area 0.5: the guard against an empty union must not dilute it
+    assert _box_iou(tiny, tiny).tolist() == [[1.0]]
+
+
+def test_matching_takes_iou_of_exactly_half_and_each_int8_box_once():
+    def d(box, c=0, mask=None):
+        return Detection(list(map(float, box)), 0.9, c, mask=mask)
+
+    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 5])])[0] == 1  # IoU 50 / 100 = 0.5 exactly
+    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 4.9])])[0] == 0
+    assert match([d([0, 0, 10, 10]), d([0, 0, 10, 10])], [d([0, 0, 10, 10])])[0] == 1  # one INT8 box for two FP32 boxes
+
+
+def test_matching_an_instance_segmenter_needs_the_masks_to_overlap_by_half():
+    # masks over a 4 x 4 frame, COCO run-length counts down the columns (background first)
+    left = {"size": [4, 4], "counts": [0, 8, 8]}  # columns 0-1
+    left_col = {"size": [4, 4], "counts": [0, 4, 12]}  # column 0: IoU with `left` 4 / 8
+    right = {"size": [4, 4], "counts": [8, 8]}  # columns 2-3: IoU with `left` 0
+    none = {"size": [4, 4], "counts": [16]}
+
+    def d(mask, c=0):
+        return Detection([0.0, 0.0, 4.0, 4.0], 0.9, c, mask=mask)
+
+    kept, ious = match([d(left)], [d(left_col)])
+    assert (kept, ious) == (1, [0.5])
+    kept, ious = match([d(left)], [d(right)])
+    assert (kept, ious) == (0, [0.0])
+    # an INT8 detection whose mask missed one FP32 detection is still free for the next one
+    kept, ious = match([d(right), d(left)], [d(left)])
+    assert (kept, ious) == (1, [0.0, 1.0])
+    assert match([d(none)], [d(none)]) == (1, [1.0])  # two empty masks are the same mask
+
+
+@pytest.mark.parametrize("background", [None, 0])
+def test_a_segmenters_pixels_by_hand_over_two_batches(background):
+    shape = {"map": (1, 3, 4, 4)}
+    task = task_for(shape, ["bg", "road", "car"], type="segment", background=background)
+    meter = FidelityMeter(graph_of(shape), ["map"], "nchw", task)
+
+    def scores(classes):
+        out = np.zeros((3, 4, 4), np.float32)
+        for c in range(3):
+            out[c] = np.asarray(classes) == c
+        return out
+
+    a = np.zeros((4, 4), int)
+    a[0] = 1  # the top row is road, the rest class 0
+    b = a.copy()
+    b[0, 3] = 2  # INT8: one road pixel read as a car
+    b[3, 0] = 1  # and one class-0 pixel as road
+    meter.update({"map": scores(a)[None]}, {"map": scores(b)[None]})
+    c = np.full((4, 4), 2)  # a second batch: everything a car, both ways
+    meter.update({"map": scores(c)[None]}, {"map": scores(c)[None]})
+    (pixels,) = [r for r in meter.summary() if r.name == "pixels"]
+    if background == 0:  # class 0 is not reported: the first image's union is the top row and the extra road pixel
+        assert (pixels.positions, pixels.agree) == (5 + 16, 3 + 16)
+    else:  # every class is reported: every pixel counts, and all but the two INT8 changed agree
+        assert (pixels.positions, pixels.agree) == (16 + 16, 14 + 16)
+
+
+def test_v5_anchors_are_objectness_times_class_score():
+    """A YOLOv5 head [1, N, 5 + C]: an anchor's class score is objectness x class probability, so a confident class
+    at a low objectness is no object."""
+    n = 3 * (80 * 80 + 40 * 40 + 20 * 20)  # three anchors per cell of the strides 8, 16, 32 grids at 640 x 640
+    rows = np.zeros((1, n, 5 + 2), np.float32)
+    rows[0, :3, :4] = [[40, 40, 20, 20], [100, 40, 20, 20], [160, 40, 20, 20]]
+    rows[0, 0, 4:] = [0.9, 0.9, 0.1]  # 0.81 for class 0: an object
+    rows[0, 1, 4:] = [0.2, 0.1, 0.9]  # 0.18 for class 1: below the 0.25 default
+    rows[0, 2, 4:] = [0.6, 0.1, 0.5]  # 0.30 for class 1
+    task = task_for({"output0": (1, n, 7)}, ["a", "b"], type="yolo", yolo_layout="v5")
+    picked = task.anchor_classes(rows)
+    assert picked.shape == (1, n) and picked[0, :3].tolist() == [0, -1, 1] and (picked[0, 3:] == -1).all()
