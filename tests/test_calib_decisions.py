@@ -190,9 +190,10 @@ def test_box_iou_by_hand():
     from edge.calib.decisions import _box_iou
 
     a = np.array([[0, 0, 10, 10]], np.float64)
-    b = np.array([[10, 0, 20, 10], [20, 20, 30, 30], [5, 0, 15, 10], [0, 0, 10, 5]], np.float64)
-    # touching (no overlap), apart on both axes (negative widths must not multiply into an overlap), half, half again
-    assert _box_iou(a, b).tolist() == [[0.0, 0.0, 50 / 150, 0.5]]
+    b = np.array([[10, 0, 20, 10], [20, 20, 30, 30], [20, 0, 30, 10], [0, 20, 10, 30], [5, 0, 15, 10], [0, 0, 10, 5]], np.float64)
+    # touching (no overlap); apart on both axes (two negative extents must not multiply into an overlap); apart on one
+    # axis only (a negative extent must not make a negative overlap); a third; a half
+    assert _box_iou(a, b).tolist() == [[0.0, 0.0, 0.0, 0.0, 50 / 150, 0.5]]
     tiny = np.array([[0, 0, 1, 0.5]], np.float64)  # area 0.5: the guard against an empty union must not dilute it
     assert _box_iou(tiny, tiny).tolist() == [[1.0]]
 
@@ -265,3 +266,16 @@ def test_v5_anchors_are_objectness_times_class_score():
     task = task_for({"output0": (1, n, 7)}, ["a", "b"], type="yolo", yolo_layout="v5")
     picked = task.anchor_classes(rows)
     assert picked.shape == (1, n) and picked[0, :3].tolist() == [0, -1, 1] and (picked[0, 3:] == -1).all()
+
+
+def test_a_one_channel_map_is_read_at_the_tasks_threshold():
+    """A one-channel map (DBNet's text probability) reports a pixel above task.score_threshold; below it, nothing."""
+    shape = {"map": (1, 1, 2, 4)}
+    task = task_for(shape, ["text"], type="segment", score_threshold=0.3)
+    meter = FidelityMeter(graph_of(shape), ["map"], "nchw", task)
+    fp32 = np.array([[[[0.9, 0.9, 0.35, 0.1], [0.1, 0.1, 0.1, 0.1]]]], np.float32)
+    int8 = np.array([[[[0.9, 0.25, 0.4, 0.1], [0.1, 0.1, 0.1, 0.31]]]], np.float32)
+    meter.update({"map": fp32}, {"map": int8})
+    (pixels,) = [r for r in meter.summary() if r.name == "pixels"]
+    # text in FP32 at 3 pixels, in INT8 at 3 (one moved under 0.3, one over it): 4 either way, 2 both
+    assert (pixels.positions, pixels.agree) == (4, 2)
