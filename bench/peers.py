@@ -114,7 +114,7 @@ class SameDecisions:
     def same(reference: List[List[Any]], found: List[List[Any]]) -> np.ndarray:
         from edge.calib.decisions import match
 
-        return np.array([len(a) == len(b) == match(a, b)[0] for a, b in zip(reference, found)], bool)
+        return np.array([len(a) == len(b) == match(a, b) for a, b in zip(reference, found)], bool)
 
 
 def _face_judge(config: Path, model_path: Path) -> SameDecisions:

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from edge.calib.decisions import TaskDecisions, match
+from edge.calib.decisions import TaskDecisions, _mask_iou, match
 from edge.calib.fidelity import ANCHORS, DETECTIONS, FidelityMeter
 from edge.config import TaskConfig
 from edge.graph.model import prepare
@@ -106,15 +106,32 @@ def test_a_detection_int8_adds_disagrees_as_much_as_one_it_drops(change):
         anchor = next(a for a in range(N) if a not in confident)
         int8[0, :4, anchor] = [620, 620, 10, 10]
         int8[0, 4, anchor] = 0.9
-    else:
-        int8[0, 4:, confident[0]] = 0.01
+    else:  # one of class 0, the lowest class id: an anchor that sees class 0 sees an object
+        int8[0, 4:, next(a for a in confident if fp32[0, 4:, a].argmax() == 0)] = 0.01
     shape = {"output0": (1, 7, N)}
     meter = FidelityMeter(graph_of(shape), ["output0"], "nchw", task_for(shape, ["a", "b", "c"]))
     meter.update({"output0": fp32}, {"output0": int8})
     got = {r.name: r for r in meter.summary()}
-    # added: 5 FP32 + 6 INT8 - 5 matched = 6 reported by either, 5 agree; dropped: 5 + 4 - 4 = 5, 4 agree
-    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == ((6, 5) if change == "added" else (5, 4))
+    # added: 5 FP32 + 6 INT8 - 5 matched = 6 reported by either, 5 agree; dropped: 5 + 4 - 4 = 5, 4 agree; the anchors
+    # count the same way (the added one and the dropped one are seen by one side only)
+    want = (6, 5) if change == "added" else (5, 4)
+    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == want
+    assert (got[ANCHORS].positions, got[ANCHORS].agree) == want
     assert got[DETECTIONS].agreement == pytest.approx(5 / 6 if change == "added" else 4 / 5)
+    meter.update({"output0": fp32}, {"output0": int8})  # a second batch adds its counts
+    got = {r.name: r for r in meter.summary()}
+    assert (got[DETECTIONS].positions, got[ANCHORS].agree) == (2 * want[0], 2 * want[1])
+    assert (got[ANCHORS].positions, got[DETECTIONS].agree) == (2 * want[0], 2 * want[1])
+
+
+def test_an_anchor_at_exactly_the_score_threshold_sees_nothing():
+    """The decoder keeps scores above task.score_threshold (edge.runtime.postprocess.boxes.candidates); the anchors'
+    classes follow it."""
+    out = np.zeros((1, 4 + 3, N), np.float32)
+    out[0, 4, 0], out[0, 5, 1], out[0, 6, 2] = 0.25, 0.2501, 0.9
+    task = task_for({"output0": (1, 7, N)}, ["a", "b", "c"])
+    assert task.decoder.task.score_threshold == 0.25
+    assert task.anchor_classes(out)[0, :4].tolist() == [-1, 1, 2, -1]
 
 
 def test_matching_is_one_to_one_same_class_and_iou_at_least_half():
@@ -123,10 +140,10 @@ def test_matching_is_one_to_one_same_class_and_iou_at_least_half():
 
     fp32 = [d([0, 0, 10, 10], 0), d([0, 0, 10, 10], 1), d([100, 100, 110, 110], 0, 0.5)]
     int8 = [d([0, 0, 10, 10], 0), d([100, 105, 110, 115], 0)]  # the second: IoU 5/15 = 0.33 with FP32's third
-    assert match(fp32, int8)[0] == 1
-    assert match(fp32, [d([0, 0, 10, 10], 0)] * 1 + [d([1, 0, 11, 10], 0)])[0] == 1  # one INT8 box per FP32 box
-    assert match(fp32, [d([0, 0, 10, 10], 1), d([0, 0, 10, 10], 0)])[0] == 2
-    assert match([], int8)[0] == 0 and match(fp32, [])[0] == 0
+    assert match(fp32, int8) == 1
+    assert match(fp32, [d([0, 0, 10, 10], 0)] * 1 + [d([1, 0, 11, 10], 0)]) == 1  # one INT8 box per FP32 box
+    assert match(fp32, [d([0, 0, 10, 10], 1), d([0, 0, 10, 10], 0)]) == 2
+    assert match([], int8) == 0 and match(fp32, []) == 0
 
 
 def test_detections_of_a_head_without_anchors_are_compared_through_its_decoder():
@@ -202,9 +219,9 @@ def test_matching_takes_iou_of_exactly_half_and_each_int8_box_once():
     def d(box, c=0, mask=None):
         return Detection(list(map(float, box)), 0.9, c, mask=mask)
 
-    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 5])])[0] == 1  # IoU 50 / 100 = 0.5 exactly
-    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 4.9])])[0] == 0
-    assert match([d([0, 0, 10, 10]), d([0, 0, 10, 10])], [d([0, 0, 10, 10])])[0] == 1  # one INT8 box for two FP32 boxes
+    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 5])]) == 1  # IoU 50 / 100 = 0.5 exactly
+    assert match([d([0, 0, 10, 10])], [d([0, 0, 10, 4.9])]) == 0
+    assert match([d([0, 0, 10, 10]), d([0, 0, 10, 10])], [d([0, 0, 10, 10])]) == 1  # one INT8 box for two FP32 boxes
 
 
 def test_matching_an_instance_segmenter_needs_the_masks_to_overlap_by_half():
@@ -217,14 +234,13 @@ def test_matching_an_instance_segmenter_needs_the_masks_to_overlap_by_half():
     def d(mask, c=0):
         return Detection([0.0, 0.0, 4.0, 4.0], 0.9, c, mask=mask)
 
-    kept, ious = match([d(left)], [d(left_col)])
-    assert (kept, ious) == (1, [0.5])
-    kept, ious = match([d(left)], [d(right)])
-    assert (kept, ious) == (0, [0.0])
+    assert [_mask_iou(left, m) for m in (left, left_col, right, none)] == [1.0, 0.5, 0.0, 0.0]
+    assert _mask_iou(none, none) == 1.0  # two empty masks are the same mask
+    assert match([d(left)], [d(left_col)]) == 1  # the boxes are the same; the masks overlap by half
+    assert match([d(left)], [d(right)]) == 0
     # an INT8 detection whose mask missed one FP32 detection is still free for the next one
-    kept, ious = match([d(right), d(left)], [d(left)])
-    assert (kept, ious) == (1, [0.0, 1.0])
-    assert match([d(none)], [d(none)]) == (1, [1.0])  # two empty masks are the same mask
+    assert match([d(right), d(left)], [d(left)]) == 1
+    assert match([d(none)], [d(none)]) == 1
 
 
 @pytest.mark.parametrize("background", [None, 0])

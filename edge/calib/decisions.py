@@ -30,8 +30,6 @@ class Matched:
     kept: int = 0  # matched pairs (pixels of the same class)
     anchors: int = 0  # anchors where FP32 or INT8 sees an object
     anchors_agree: int = 0
-    mask_iou_sum: float = 0.0  # over matched detections, for segmenters
-    masks: int = 0
 
 
 def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -54,28 +52,25 @@ def _mask_iou(a: Dict[str, Any], b: Dict[str, Any]) -> float:
     return float(np.logical_and(ma, mb).sum() / union) if union else 1.0
 
 
-def match(fp32: List[Any], int8: List[Any]) -> tuple:
-    """(FP32 detections kept by INT8, the mask IoUs of the matched pairs that have masks); detections best first."""
+def match(fp32: List[Any], int8: List[Any]) -> int:
+    """How many of FP32's detections INT8 keeps (detections best first)."""
     if not fp32 or not int8:
-        return 0, []
+        return 0
     ious = _box_iou(np.array([d.box for d in fp32], np.float64), np.array([d.box for d in int8], np.float64))
     same = np.array([d.class_id for d in fp32])[:, None] == np.array([d.class_id for d in int8])[None, :]
     ious = np.where(same, ious, 0.0)
     taken = np.zeros(len(int8), bool)
-    kept, mask_ious = 0, []
+    kept = 0
     for i, det in enumerate(fp32):
         cand = np.where(taken, -1.0, ious[i])
         j = int(cand.argmax())
         if cand[j] < MATCH_IOU:
             continue
-        if det.mask is not None and int8[j].mask is not None:
-            m = _mask_iou(det.mask, int8[j].mask)
-            mask_ious.append(m)
-            if m < MATCH_IOU:
-                continue
+        if det.mask is not None and int8[j].mask is not None and _mask_iou(det.mask, int8[j].mask) < MATCH_IOU:
+            continue
         taken[j] = True
         kept += 1
-    return kept, mask_ious
+    return kept
 
 
 class TaskDecisions:
@@ -130,11 +125,9 @@ class TaskDecisions:
         images = len(next(iter(fp32.values())))
         for i in range(images):
             ref, got = self.detections(fp32, i), self.detections(int8, i)
-            kept, mask_ious = match(ref, got)
+            kept = match(ref, got)
             total.either += len(ref) + len(got) - kept
             total.kept += kept
-            total.mask_iou_sum += sum(mask_ious)
-            total.masks += len(mask_ious)
 
     def _pixels(self, total: Matched, fp32: Dict[str, np.ndarray], int8: Dict[str, np.ndarray]) -> None:
         """A segmenter's decisions are its pixels' classes, on the model's own map: counted where FP32 or INT8 sees
