@@ -295,3 +295,20 @@ def test_a_one_channel_map_is_read_at_the_tasks_threshold():
     (pixels,) = [r for r in meter.summary() if r.name == "pixels"]
     # text in FP32 at 3 pixels, in INT8 at 3 (one moved under 0.3, one over it): 4 either way, 2 both
     assert (pixels.positions, pixels.agree) == (4, 2)
+
+
+@pytest.mark.parametrize("layout", ["v5", "v8t"])
+def test_a_segmenting_heads_mask_coefficients_are_not_classes(layout):
+    """YOLOv5-seg [1, N, 5 + C + 32] and a transposed v8-seg [1, N, 4 + C + 32]: the 32 mask coefficients after the
+    classes can be large, and an anchor's class is read from the class columns only."""
+    n = 25200 if layout == "v5" else 8400
+    first = 5 if layout == "v5" else 4
+    rows = np.zeros((1, n, first + 2 + 32), np.float32)
+    rows[0, :2, :4] = [[40, 40, 20, 20], [100, 40, 20, 20]]
+    if layout == "v5":
+        rows[0, :2, 4] = 0.9  # objectness
+    rows[0, 0, first : first + 3] = [0.1, 0.1, 5.0]  # low class scores, a large first coefficient
+    rows[0, 1, first : first + 3] = [0.1, 0.8, 5.0]  # class 1
+    shape = {"output0": (1, n, first + 2 + 32), "output1": (1, 32, 160, 160)}
+    task = task_for(shape, ["a", "b"], type="yolo_seg", yolo_layout=layout)
+    assert task.anchor_classes(rows)[0, :3].tolist() == [-1, 1, -1]
