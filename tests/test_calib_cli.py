@@ -250,8 +250,9 @@ def test_trt_8_6_is_jetpack_6_0s_8_6_2(digits_model, edge_calib, tmp_path):
     assert "with TensorRT 8.6.2" in out
 
 
-def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, tmp_path, monkeypatch):
-    """configs/demo.yaml names its model by model.asset (BlazeFace); edge calib takes the model from it, or MODEL."""
+@pytest.fixture
+def demo_frames(tmp_path, monkeypatch):
+    """The demo config's path, with three grey frames in ./frames of a fresh working folder (BlazeFace fetched)."""
     from edge.assets import resolve
 
     try:
@@ -263,7 +264,14 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
     for k in range(3):
         cv2.imwrite(str(frames / f"{k}.png"), np.full((300, 400, 3), 60 * k, np.uint8))
     monkeypatch.chdir(tmp_path)
-    demo = str(ROOT / "configs" / "demo.yaml")
+    return str(ROOT / "configs" / "demo.yaml")
+
+
+def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, demo_frames):
+    """configs/demo.yaml names its model by model.asset (BlazeFace); edge calib takes the model from it, or MODEL."""
+    from edge.assets import resolve
+
+    demo = demo_frames
     status, out, err = edge_calib("--config", demo, "--images", "frames")
     assert status == 0, err
     assert Path("blazeface-back-256.cache").is_file() and Path("blazeface-back-256.cache.json").is_file()
@@ -284,20 +292,9 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
         ("anchors", "--agreement-outputs anchors: the measured outputs are detections"),  # only raw YOLO heads have anchors
     ],
 )  # fmt: skip
-def test_a_budget_on_what_a_detector_does_not_decide_is_refused(edge_calib, tmp_path, monkeypatch, watched, said):
-    from edge.assets import resolve
-
-    try:
-        resolve("blazeface-back-256", quiet=True)
-    except EdgeError as exc:
-        require_or_skip(False, f"BlazeFace cannot be fetched ({exc})")
-    frames = tmp_path / "frames"
-    frames.mkdir()
-    cv2.imwrite(str(frames / "0.png"), np.full((300, 400, 3), 60, np.uint8))
-    monkeypatch.chdir(tmp_path)
-    demo = str(ROOT / "configs" / "demo.yaml")
+def test_a_budget_on_what_a_detector_does_not_decide_is_refused(edge_calib, demo_frames, watched, said):
     status, out, err = edge_calib(
-        "--config", demo, "--images", "frames", "--min-agreement", "0.99", "--agreement-outputs", watched
+        "--config", demo_frames, "--images", "frames", "--min-agreement", "0.99", "--agreement-outputs", watched
     )
     assert status == 2 and out == ""
     assert err.strip().splitlines() == [f"edge calib: error: {said}"]
