@@ -226,4 +226,4 @@ def test_calibration_measures_pixels_the_two_maps_share():
     dec = decoder({"ids": a}, spec, ["bg", "x", "y"], background=0)
     total = Matched()
     TaskDecisions(dec.head, dec, spec).update(total, {"ids": a}, {"ids": b})
-    assert (total.fp32, total.kept) == (7, 4)
+    assert (total.either, total.kept) == (7, 4)
