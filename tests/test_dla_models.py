@@ -206,7 +206,9 @@ def test_fix_skips_a_rewrite_that_moves_no_compute_and_adds_transitions(tmp_path
     line = next(x for x in said.splitlines() if x.startswith("  skipped "))
     assert line.startswith("  skipped div-by-constant-as-mul (1 site(s)): gpu_nodes 3->2, subgraphs 1->2, transitions")
     assert line.endswith(", no gain") and "nothing to rewrite" not in said
-    assert json.loads((tmp_path / "r.json").read_text())["fix"]["skipped"][0]["name"] == "div-by-constant-as-mul"
+    report = json.loads((tmp_path / "r.json").read_text())["fix"]
+    assert report["skipped"][0]["name"] == "div-by-constant-as-mul"
+    assert report["tolerance"] == {"rtol": 1e-3, "atol": 1e-4}  # the check's bounds as docs/edge-dla.md states them
 
 
 def test_fix_keeps_a_rewrite_that_moves_no_compute_but_only_improves_counts():
@@ -229,6 +231,70 @@ def test_fix_skips_a_rewrite_that_changes_no_count(capsys):
     result = fix(model)
     assert result.steps == [] and result.skipped[0].before == result.skipped[0].after
     assert [n.op_type for n in result.model.graph.node] == ["Div"]
+
+
+@pytest.mark.parametrize("case", ["integer divisor", "constant numerator"])
+def test_fix_leaves_a_div_that_is_no_float_mul(case):
+    """x / c becomes x * (1 / c) only for a float divisor and a computed x: an integer division (a shape's arithmetic)
+    would become a float Mul of an integer tensor, and a division of two constants is constant folding's."""
+    if case == "integer divisor":
+        inits = [numpy_helper.from_array(np.array([4], np.int64), "c")]
+        nodes = [
+            helper.make_node("Cast", ["x"], ["xi"], name="to_int", to=TensorProto.INT64),
+            helper.make_node("Div", ["xi", "c"], ["q"], name="div"),
+            helper.make_node("Cast", ["q"], ["y"], name="to_float", to=TensorProto.FLOAT),
+        ]
+    else:
+        inits = [numpy_helper.from_array(np.full((1,), 4.0, np.float32), n) for n in ("c", "k")]
+        nodes = [helper.make_node("Div", ["k", "c"], ["q"], name="div"), helper.make_node("Add", ["x", "q"], ["y"], name="add")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph(nodes, "div", inputs, [out], inits), opset_imports=[helper.make_opsetid("", 13)])
+    result = fix(model)
+    assert result.steps == [] and result.skipped == []
+    assert [n.op_type for n in result.model.graph.node] == [n.op_type for n in nodes]
+
+
+def test_fix_cascades_a_global_average_pool_over_a_map_of_unequal_sides():
+    """4 x 32 with windows of at most 8: heights 4 then 1, widths 8 then 4 (the shorter side padded with 1s, which
+    pool nothing); the cascade's mean is the global one."""
+    graph = helper.make_graph(
+        [helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")],
+        "gap",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    result = fix(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert [(s.name, s.sites) for s in result.steps] == [("global-avgpool-as-avgpool-cascade", 1)]
+    kernels = [[a.ints for a in n.attribute if a.name == "kernel_shape"][0] for n in result.model.graph.node]
+    assert [list(k) for k in kernels] == [[4, 8], [1, 4]]
+    assert result.max_abs_diff["y"] < 1e-5
+
+
+@pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER"])
+def test_fix_makes_xaviers_average_pool_inclusive_only_where_nothing_is_padded(auto_pad):
+    """Xavier's DLA pools with inclusive padding only. Without padding both modes average the same cells, so
+    count_include_pad may become 1; SAME padding pads implicitly, so there the modes differ and the node stays."""
+    w = np.random.default_rng(0).standard_normal((8, 8, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["a"], name="conv"),
+            helper.make_node("AveragePool", ["a"], ["y"], name="pool", kernel_shape=[3, 3], auto_pad=auto_pad),
+        ],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    result = fix(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "xavier", "8.5")
+    conv, pool = result.model.graph.node
+    assert [a.name for a in conv.attribute] == []  # only the pool's attributes change
+    include = [a.i for a in pool.attribute if a.name == "count_include_pad"]
+    if auto_pad == "NOTSET":
+        assert [(s.name, s.sites) for s in result.steps] == [("avgpool-inclusive-padding", 1)] and include == [1]
+        assert result.max_abs_diff["y"] < 1e-5
+    else:
+        assert result.steps == [] and include == []
 
 
 def test_pool_factors_keep_every_window_within_8():
