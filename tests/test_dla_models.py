@@ -297,6 +297,28 @@ def test_fix_makes_xaviers_average_pool_inclusive_only_where_nothing_is_padded(a
         assert result.steps == [] and include == []
 
 
+@pytest.mark.parametrize("opset", [10, 11])
+def test_fix_writes_hardsigmoids_clip_the_way_its_opset_reads_it(opset):
+    """Clip takes min and max as attributes up to opset 10 and as inputs from opset 11 (the ONNX operator changelog):
+    the rewrite writes the form the model's opset defines, and the outputs stay."""
+    w = np.random.default_rng(0).standard_normal((8, 8, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["a"], name="conv"), helper.make_node("HardSigmoid", ["a"], ["y"], name="hs")],
+        "hs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    result = fix(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    assert [(s.name, s.sites) for s in result.steps] == [("hardsigmoid-as-mul-add-clip", 1)]
+    (clip,) = [n for n in result.model.graph.node if n.op_type == "Clip"]
+    if opset == 10:
+        assert len(clip.input) == 1 and {a.name: a.f for a in clip.attribute} == {"min": 0.0, "max": 1.0}
+    else:
+        assert len(clip.input) == 3 and not clip.attribute
+    assert result.max_abs_diff["y"] < 1e-5
+
+
 def test_pool_factors_keep_every_window_within_8():
     assert _pool_factors(160, 8) == [8, 5, 4]
     assert _pool_factors(7, 8) == [7]
