@@ -96,6 +96,24 @@ def test_fp16_dla_build_with_gpu_fallback(release, demo_model, tmp_path, capsys)
     assert out.read_bytes() in machine.plans  # byte for byte what the builder serialised
 
 
+def test_the_dla_memory_pools_reach_the_builder_config(release, demo_model, tmp_path, monkeypatch, capsys):
+    """dla.sram_mib, local_dram_mib and global_dram_mib set IBuilderConfig's DLA_MANAGED_SRAM, DLA_LOCAL_DRAM and
+    DLA_GLOBAL_DRAM pools (NvInfer.h's MemoryPoolType), in bytes."""
+    version, trt, machine, _ = release
+    seen = {}
+    original = trt.IBuilderConfig.set_memory_pool_limit
+
+    def record(self, pool, size):
+        seen[pool.name] = size
+        return original(self, pool, size)
+
+    monkeypatch.setattr(trt.IBuilderConfig, "set_memory_pool_limit", record)
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "0", "--fp16", "--dla-sram", "0.5"]
+    argv += ["--set", "dla.local_dram_mib=64", "--set", "dla.global_dram_mib=128"]
+    assert edge_build(*argv) == 0, capsys.readouterr().err
+    assert seen == {"DLA_MANAGED_SRAM": 1 << 19, "DLA_LOCAL_DRAM": 64 << 20, "DLA_GLOBAL_DRAM": 128 << 20}
+
+
 def test_dynamic_onnx_gets_one_profile_per_buffer_set_and_runs_on_two_buffer_sets(release, tmp_path, monkeypatch):
     """PP-OCRv4 det keeps -1 dims in the engine; edge-build adds an identical profile per buffer set, and the
     backend (on the lean runtime of the same release) gives each set its own."""
