@@ -117,28 +117,15 @@ class SameDecisions:
         return np.array([len(a) == len(b) == match(a, b) for a, b in zip(reference, found)], bool)
 
 
-def _face_judge(config: Path, model_path: Path) -> SameDecisions:
-    """BlazeFace's faces through the decoder and config edge-run uses."""
-    from edge.calib.decisions import TaskDecisions
+def _face_judge(config: Path, model_path: Path, spec: Any) -> SameDecisions:
+    """BlazeFace's faces through the decoder and config edge-run uses (edge calib's own choice of it)."""
+    from edge.calib.cli import _task
     from edge.config import load_config
-    from edge.graph.model import load_model
-    from edge.metadata import from_onnx
-    from edge.runtime.engines import TensorInfo
-    from edge.runtime.engines.model import preprocess_spec
-    from edge.runtime.postprocess import create_postprocessor
+    from edge.graph.model import load_model, prepare
 
-    cfg = load_config(str(config))
     model = load_model(model_path)
-    inp = model.graph.input[0]
-    dims = tuple(d.dim_value or None for d in inp.type.tensor_type.shape.dim)
-    meta = from_onnx(str(model_path), model)
-    spec = preprocess_spec(cfg, TensorInfo(inp.name, dims, np.dtype(np.float32)), meta)
-    outputs = [
-        TensorInfo(o.name, tuple(d.dim_value for d in o.type.tensor_type.shape.dim), np.dtype(np.float32))
-        for o in model.graph.output
-    ]
-    decoder = create_postprocessor(cfg, outputs, spec, meta)
-    task = TaskDecisions(decoder.head, decoder, spec)
+    graph = prepare(model, {model.graph.input[0].name: spec.input_shape})
+    task = _task(load_config(str(config)), model, graph, spec, model_path, [])
 
     def decide(named: Dict[str, np.ndarray]) -> List[List[Any]]:
         return [task.detections(named, i) for i in range(len(next(iter(named.values()))))]
@@ -302,7 +289,7 @@ def _faces_case(tmp: Path) -> Case:
     views = [face_views(f) for f in frames]
     scored = _in_memory("Megamind views", case.calibration.spec, [v for vs in views for v in vs])
     groups = np.repeat(np.arange(len(views)), len(views[0]))
-    judge = _face_judge(config, assets.resolve("blazeface-back-256", quiet=True))
+    judge = _face_judge(config, assets.resolve("blazeface-back-256", quiet=True), case.calibration.spec)
     return Case("faces", case.asset, ["--config", str(config), "--images", str(cal)], case.calibration, scored, judge, groups)
 
 
