@@ -290,6 +290,8 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
         ("Identity:0", "--agreement-outputs Identity:0: with the blazeface decoder agreement is of its decisions "
          "(detections); that output gets its SQNR only; watch detections or leave the flag out"),
         ("anchors", "--agreement-outputs anchors: the measured outputs are detections"),  # only raw YOLO heads have anchors
+        # a terminal escape in the value is printed as its escape, not sent to the terminal
+        ("\x1b]0;pwned\x07", "--agreement-outputs \\x1b]0;pwned\\x07: the measured outputs are detections"),
     ],
 )  # fmt: skip
 def test_a_budget_on_what_a_detector_does_not_decide_is_refused(edge_calib, demo_frames, watched, said):
