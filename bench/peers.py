@@ -386,12 +386,16 @@ def runs(case: Case, tmp: Path, with_modelopt: bool) -> List[Tuple[str, str, Lis
     edge_out = tmp / f"{case.name}-edge.onnx"
     calib = [sys.executable, "-m", "edge", "calib", f"asset://{case.asset}", *case.edge_args]
     out = [
-        ("edge calib", "default (percentile 99.9)", [*calib, "--cache", str(tmp / f"{case.name}.cache"), "--qdq", str(edge_out)], edge_out, None)
+        ("edge calib", "default (p99.9, eq 0.5)", [*calib, "--cache", str(tmp / f"{case.name}.cache"), "--qdq", str(edge_out)], edge_out, None)
     ]  # fmt: skip
     if case.judge is not None:  # a detector: edge's documented setting adds a budget on its decisions
         budget_out = tmp / f"{case.name}-edge-budget.onnx"
         cmd = [*calib, "--min-agreement", "0.99", "--cache", str(tmp / f"{case.name}-budget.cache"), "--qdq", str(budget_out)]
         out.append(("edge calib", "--min-agreement 0.99", cmd, budget_out, None))
+        # the default before --equalize existed, side by side
+        plain_out = tmp / f"{case.name}-edge-plain.onnx"
+        cmd = [*calib, "--equalize", "0", "--cache", str(tmp / f"{case.name}-plain.cache"), "--qdq", str(plain_out)]
+        out.append(("edge calib", "--equalize 0", cmd, plain_out, None))
     here = [sys.executable, str(Path(__file__).resolve())]
     for method in ("MinMax", "Entropy", "Percentile"):
         target = tmp / f"{case.name}-ort-{method}.onnx"

@@ -55,3 +55,23 @@ def test_the_cluster_interval_is_wider_than_a_naive_one_when_views_repeat_a_sour
     n_lo, n_hi = cluster_interval(a, b, np.arange(len(a)))
     assert lo <= a.mean() <= hi and n_lo <= a.mean() <= n_hi
     assert (hi - lo) > 3 * (n_hi - n_lo)
+
+
+def test_the_default_choice_ranks_ties_alike():
+    """bench/calibration.py --only choose: tied scores share their places' mean (three methods reading the same
+    top-1 on a model got places 1, 2, 3 by the order they ran, which decided the default)."""
+    from calibration import tied_rank
+
+    scores = [0.9760, 0.9760, 0.9760, 0.9750, 0.9934]
+    assert tied_rank(scores, 0.9934) == 1.0
+    assert tied_rank(scores, 0.9760) == 3.0  # places 2, 3 and 4
+    assert tied_rank(scores, 0.9750) == 5.0
+    assert tied_rank([0.5], 0.5) == 1.0
+
+
+def test_the_worst_case_is_each_rows_lowest_share_of_the_best():
+    from calibration import worst_share
+
+    table = {"a": {"x": 0.9, "y": 1.0}, "b": {"x": 0.45, "y": 0.5}, "c": {"x": 0.0, "y": 0.0}}
+    assert worst_share(table) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    assert worst_share({"a": {"x": 0.0}}) == {"a": 1.0}  # nobody scores: nobody is worse

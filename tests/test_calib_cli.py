@@ -275,6 +275,10 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
     status, out, err = edge_calib("--config", demo, "--images", "frames")
     assert status == 0, err
     assert Path("blazeface-back-256.cache").is_file() and Path("blazeface-back-256.cache.json").is_file()
+    # equalized (the default): the rescaled copy written beside the cache is the model to build
+    assert "edge-build blazeface-back-256.equalized.onnx --int8 --calib-cache blazeface-back-256.cache" in out
+    status, out, err = edge_calib("--config", demo, "--images", "frames", "--equalize", "0")
+    assert status == 0, err
     assert "edge-build --set model.asset=blazeface-back-256 --int8 --calib-cache blazeface-back-256.cache" in out
     status, out, err = edge_calib(
         str(resolve("blazeface-back-256")), "--config", demo, "--images", "frames", "--cache", "b.cache"

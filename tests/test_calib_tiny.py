@@ -119,6 +119,76 @@ def test_a_run_writes_the_cache_and_its_sidecar_and_a_next_step_that_edge_build_
         assert status == 0, err
 
 
+def test_the_equalized_model_travels_with_its_cache_and_edge_build_refuses_the_original(tiny, tmp_path, capsys, monkeypatch):
+    import hashlib
+
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--equalize", "1")
+    assert status == 0, err
+    eq = tmp_path / "t.equalized.onnx"
+    side = json.loads((tmp_path / "t.cache.json").read_text())
+    # relu1's eight channels (conv1 makes them, conv2 reads them) are rescaled; c2 is an output and stays
+    assert side["equalized"]["from"] == "tiny.onnx" and side["equalized"]["strength"] == 1.0
+    assert side["equalized"]["convs"] == 2 and side["equalized"]["groups"] == 8
+    assert side["equalized"]["from_sha256"] == hashlib.sha256((tiny / "tiny.onnx").read_bytes()).hexdigest()
+    assert side["model"] == eq.name and side["model_sha256"] == hashlib.sha256(eq.read_bytes()).hexdigest()
+    # the FP32 network computes what it did (ONNX Runtime on both files), while relu1's channels now span alike
+    from edge.calib.datasets import find_images, image_folder
+    from edge.config import load_config
+    from edge.runtime.engines import TensorInfo
+    from edge.runtime.engines.model import preprocess_spec
+
+    spec = preprocess_spec(
+        load_config(None, SIZE[1:], {"model.path": str(tiny / "tiny.onnx")}),
+        TensorInfo("x", ("N", 3, 16, 16), np.dtype(np.float32)),
+        None,
+    )
+    x = next(image_folder(tiny / "calib", spec, files=find_images(tiny / "calib")).batches(100))
+    outs = []
+    for path in (tiny / "tiny.onnx", eq):
+        m = onnx.load(str(path))
+        m.graph.output.append(onnx.helper.make_empty_tensor_value_info("r1"))
+        outs.append(ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x}))
+    for a, b in zip(outs[0][:2], outs[1][:2]):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5 * np.abs(a).max())
+    ranges = [np.abs(o[2]).max(axis=(0, 2, 3)) for o in outs]
+    # conv2 (dense) reads relu1: at --equalize 1 its factor is its range (a ** 1 / w ** 0), so on the calibration
+    # images each channel now reaches 1
+    assert ranges[0].max() / ranges[0].min() > 1.5
+    np.testing.assert_allclose(ranges[1], 1.0, rtol=1e-4)
+    lines = out.splitlines()
+    command = lines[lines.index(next(x for x in lines if x.startswith("next, on the Jetson"))) + 1].strip()
+    assert shlex.split(command)[1] == str(eq) and f"equalized model: {eq}" in out
+    # edge-build with the original model and this cache: one line naming both files, before TensorRT is loaded
+    from edge.errors import guard
+
+    monkeypatch.chdir(tmp_path)
+    argv = [str(tiny / "tiny.onnx"), "--int8", "--calib-cache", str(tmp_path / "t.cache"), "--shape", "x=1x3x16x16"]
+    args = cli.entry_parser("build", "edge-build").parse_args(argv)
+    status = guard("edge-build", args._main, args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1, err
+    assert "its scales are for 't.equalized.onnx'" in err[0] and "not for tiny.onnx" in err[0] and "--equalize 0" in err[0]
+    # --equalize 0: the model as it is, no equalized file, the sidecar names the original
+    eq.unlink()
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--equalize", "0")
+    assert status == 0, err
+    side = json.loads((tmp_path / "t.cache.json").read_text())
+    assert "equalized" not in side and side["model"] == "tiny.onnx" and not eq.exists() and "equalized model:" not in out
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "nan", "inf", "x"])
+def test_equalize_out_of_range_is_one_line_before_any_work(tiny, tmp_path, capsys, value):
+    status, out, err = run(capsys, *base(tiny, tmp_path), "--equalize", value)
+    assert status == 2 and not (tmp_path / "t.cache").exists()
+    assert "--equalize" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
+
+
+def test_the_equalized_model_may_not_be_the_input(tiny, tmp_path, capsys):
+    status, _, err = run(capsys, *base(tiny, tmp_path), "--equalized", str(tiny / "tiny.onnx"))
+    assert status == 2 and "--equalized" in err and "MODEL" in err, err
+    assert onnx.load(str(tiny / "tiny.onnx")).graph.node[0].op_type == "Conv"
+
+
 def test_budget_search_keeps_the_fewest_layers_and_the_list_travels(tiny, tmp_path, capsys):
     qdq = tmp_path / "t.qdq.onnx"
     # The map's 3072 per-pixel decisions all agree only when both convolutions stay in FP16.

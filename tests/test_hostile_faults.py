@@ -223,6 +223,79 @@ def test_calib_keeps_the_previous_cache_and_sidecar_when_only_the_qdq_model_cann
     assert not temps(tmp_path) and not temps(out)
 
 
+def _conv_conv_fc(path: Path) -> Path:
+    """_conv_fc with a second convolution after the ReLU: the ReLU's channels can be equalized, so edge calib also
+    writes the equalized model (~1 MB, the FC weight included) beside the cache."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(
+            (rng.standard_normal((4, 3, 3, 3)) * [[[[0.1]]], [[[1]]], [[[10]]], [[[100]]]]).astype(np.float32), "w"
+        ),
+        numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.standard_normal((1024, 256)).astype(np.float32) * 0.05, "fc"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"]),
+        helper.make_node("Flatten", ["c2"], ["f"]),
+        helper.make_node("MatMul", ["f", "fc"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_conv_fc",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 256])],
+        inits,
+    )
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("folder", ["same", "other"])
+def test_calib_keeps_the_previous_set_when_only_the_equalized_model_cannot_be_written(tmp_path: Path, folder: str) -> None:
+    """The equalized model belongs to the cache (its scales fit only those weights): a file-size limit while it is
+    written must leave the earlier cache, sidecar and equalized model as they were."""
+    model = _conv_conv_fc(tmp_path / "fc.onnx")
+    imgs = images(tmp_path / "imgs")
+    out = tmp_path / ("e" if folder == "other" else "")
+    out.mkdir(exist_ok=True)
+    args = ["calib", model, "--images", imgs, "--cache", tmp_path / "c.cache", "--equalized", out / "fc.eq.onnx"]
+    assert edge(*args, "--method", "minmax").code == 0
+    files = (tmp_path / "c.cache", tmp_path / "c.cache.json", out / "fc.eq.onnx")
+    sizes = {p.name: p.stat().st_size for p in files}
+    assert max(sizes["c.cache"], sizes["c.cache.json"]) < 50_000 < sizes["fc.eq.onnx"], sizes
+    before = snapshot(*files)
+    o = edge(*args, "--method", "percentile", preexec=limits(fsize=50_000))
+    assert_no_traceback(o)
+    assert o.code == 2 and "error: cannot write" in o.err.splitlines()[-1] and "fc.eq.onnx" in o.err.splitlines()[-1], o
+    assert {p: p.read_bytes() for p in before} == before
+    assert not temps(tmp_path) and not temps(out)
+
+
+def test_calib_killed_at_each_rename_keeps_the_cache_with_its_own_equalized_model(tmp_path: Path) -> None:
+    """An attack on edge calib's new output: SIGKILL as each rename(2) of the commit starts: the cache, its sidecar and the equalized model are all the
+    earlier run's or all this run's (the sidecar's model_sha256 names the equalized model beside it)."""
+    from edge.outputs import settle
+
+    model = _conv_conv_fc(tmp_path / "fc.onnx")
+    imgs = images(tmp_path / "imgs")
+    args = ["calib", str(model), "--images", str(imgs), "--cache", str(tmp_path / "c.cache")]
+    assert edge(*args, "--equalize", "0.5").code == 0
+    eq = tmp_path / "c.equalized.onnx"
+    n = _renames([*entry("edge"), *args])
+    assert n >= 3
+    for k in range(1, n + 1):  # another strength each time: other weights, so a mixed set would show
+        o = _strace_kill_at([*entry("edge"), *args, "--equalize", "1" if k % 2 else "0.5"], k)
+        assert o.code < 0 or o.code == 137, f"rename {k}: the kill did not land{o}"
+        settle(tmp_path / "c.cache")  # what edge-build does before it reads the cache
+        side = json.loads((tmp_path / "c.cache.json").read_text())
+        assert side["model_sha256"] == hashlib.sha256(eq.read_bytes()).hexdigest(), k
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_report_printed_to_a_full_disk_is_one_line_not_a_bug(tmp_path: Path) -> None:
     """An attack on edge dla: stdout onto /dev/full (or past ulimit -f) said "unexpected OSError ... a bug in edge"."""

@@ -28,7 +28,7 @@ from edge import __version__, stoppable
 from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
-from edge.builder.precision import apply_fp16_layers, fp16_from_sidecar
+from edge.builder.precision import apply_fp16_layers, check_equalized, fp16_from_sidecar
 from edge.errors import EdgeError, RunFailed
 from edge.graph.model import preflight
 from edge.inputs import read_small
@@ -334,6 +334,11 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
     out = engine_path(cfg, onnx)
     _held = hold(out, cfg.name_of("model.engine"))  # noqa: F841 - held to the end of build: one build per engine at a time
     preflight(onnx)
+    cache = cfg.optional_path(cfg.calib.cache)
+    if cfg.int8 and scales is None and cfg.calib.images is None and cache is not None:
+        settle(cache)  # edge calib killed while committing: its cache, sidecar and equalized model are whole again
+        if cache.is_file():
+            check_equalized(cache, onnx)
     trt = trt_api.load()
     settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
     with ExitStack() as stack:

@@ -9,10 +9,30 @@ FP16 and INT8 side by side, so on a DLA build such layers stay on the DLA, in FP
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, List
 
 from edge.calib.sidecar import read_sidecar, sidecar_path
+from edge.config import short
 from edge.errors import EdgeError
+
+
+def check_equalized(cache: Path, model: Path) -> None:
+    """Refuse a cache that `edge calib` made for an equalized model when another model is built with it: its scales fit
+    the rescaled weights only, and with the original ones INT8 would clip channels without a word."""
+    from edge.manifest import sha256_file
+
+    sidecar = read_sidecar(cache)
+    eq = sidecar.info.get("equalized") if sidecar is not None else None
+    if not isinstance(eq, dict):
+        return
+    want = sidecar.info.get("model_sha256")
+    if isinstance(want, str) and sha256_file(model) != want:
+        name, origin = (short(v, 100) for v in (sidecar.info.get("model", "?"), eq.get("from", "?")))
+        raise EdgeError(
+            f"--calib-cache {cache}: its scales are for {name}, the model edge calib equalized from {origin}, not for "
+            f"{model.name}; build {name} with it (or calibrate {model.name} with --equalize 0)"
+        )
 
 
 def apply_fp16_layers(trt: Any, config: Any, network: Any, names: List[str], origin: str) -> None:

@@ -9,6 +9,7 @@ Jetson is involved: agreement and SQNR per output on images without labels, top-
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import re
 import shlex
@@ -26,6 +27,8 @@ METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, r
 # Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
 DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.9
+# Chosen the same way (`bench/calibration.py --only choose`): half the channels' spread moved into the weights.
+DEFAULT_EQUALIZE = 0.5
 LOW_AGREEMENT = 0.99  # below it a run without a budget says so, with the budget the docs suggest
 # The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
 TRT_RELEASES = {"8.5": "8.5.2", "8.6": "8.6.2", "10.3": "10.3.0"}
@@ -48,6 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=argtypes.finite_float,
         default=DEFAULT_PERCENTILE,
         help=f"for --method percentile (default {DEFAULT_PERCENTILE})",
+    )
+    parser.add_argument(
+        "--equalize",
+        type=argtypes.finite_float,
+        default=DEFAULT_EQUALIZE,
+        metavar="S",
+        help="move the spread between an activation's channels into the convolutions' per-channel weights before "
+        f"calibrating, from 0 (off) to 1 (ranges made equal; default {DEFAULT_EQUALIZE}); the rescaled FP32 model is "
+        "written beside the cache and is the one to build",
+    )
+    parser.add_argument(
+        "--equalized",
+        type=argtypes.output_file,
+        metavar="OUT.onnx",
+        help="where the equalized model goes (default: beside the cache, face.cache -> face.equalized.onnx)",
     )
     parser.add_argument("--max-images", type=argtypes.positive_int, metavar="N", help="use at most the first N images")
     parser.add_argument(
@@ -156,6 +174,8 @@ def check_numbers(args: argparse.Namespace) -> None:
 
     if not (math.isfinite(args.percentile) and 0.0 < args.percentile <= 100.0):
         raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
+    if not (math.isfinite(args.equalize) and 0.0 <= args.equalize <= 1.0):
+        raise EdgeError(f"--equalize {short(args.equalize)}: must be in [0, 1] (0: off, 1: full), e.g. 1")
     if args.min_agreement is not None and not (math.isfinite(args.min_agreement) and 0.0 < args.min_agreement <= 1.0):
         raise EdgeError(f"--min-agreement {short(args.min_agreement)}: must be a share in (0, 1], e.g. 0.99")
     if args.max_drop is not None:
@@ -260,10 +280,22 @@ def _refuse_with_qdq(args: argparse.Namespace, path: Path) -> None:
             )
 
 
-def next_step(args: argparse.Namespace, path: Path, asset: Optional[str], cache: Path, graph: Any) -> str:
-    """The edge-build command for the Jetson: the model, --int8, the cache, and the build shape of a dynamic input."""
+def equalized_path(args: argparse.Namespace, cache: Path) -> Optional[Path]:
+    """Where the equalized model goes (None with --equalize 0)."""
+    if args.equalize == 0.0:
+        return None
+    return Path(args.equalized) if args.equalized else cache.with_name(f"{cache.stem}.equalized.onnx")
+
+
+def next_step(
+    args: argparse.Namespace, path: Path, asset: Optional[str], cache: Path, graph: Any, built: Optional[Path] = None
+) -> str:
+    """The edge-build command for the Jetson: the model (``built`` when edge calib rewrote it), --int8, the cache,
+    and the build shape of a dynamic input."""
     words = ["edge-build"]
-    if asset:
+    if built is not None:
+        words.append(str(built))
+    elif asset:
         words += ["--set", f"model.asset={asset}"]
     else:
         words.append(args.model or str(path))
@@ -297,6 +329,7 @@ def here_step(args: argparse.Namespace, graph: Any) -> List[str]:
 
 def main(args: argparse.Namespace) -> int:
     from edge.calib import datasets as calib_datasets
+    from edge.calib import equalize as calib_equalize
     from edge.calib import fidelity, qdq, sensitivity
     from edge.calib import methods as calib_methods
     from edge.calib import stats as calib_stats
@@ -316,8 +349,9 @@ def main(args: argparse.Namespace) -> int:
     cfg, path, asset = _source(args)
     cache_path = Path(args.cache) if args.cache else Path(f"{asset or path.stem}.cache")
     side_path = sidecar_path(cache_path)
+    eq_path = equalized_path(args, cache_path)
     check_outputs(
-        {"--cache": cache_path, "--cache (its sidecar)": side_path, "--qdq": args.qdq},
+        {"--cache": cache_path, "--cache (its sidecar)": side_path, "--qdq": args.qdq, "--equalized": eq_path},
         {
             "MODEL": path,
             "--config": args.config,
@@ -419,6 +453,25 @@ def main(args: argparse.Namespace) -> int:
     )
 
     threads = args.threads or max(1, calib_stats.cores() - 1)
+    equalized = None
+    said: List[bool] = []  # the opening line goes out once, after the first pass's ONNX Runtime took the model
+
+    def start_once() -> None:
+        said.append(True)
+        started()
+
+    if translated is None and eq_path is not None:
+        equalized = calib_equalize.equalize(
+            model, graph, images, args.equalize, args.memory_mb << 20, threads, on_start=start_once
+        )
+        if equalized is not None:
+            _say(
+                f"equalized: {equalized.groups} channel groups rescaled through {equalized.convs} convolutions (widest "
+                f"channel over narrowest {equalized.spread_before:.0f}x -> {equalized.spread_after:.0f}x) in "
+                f"{time.perf_counter() - t1:.1f} s"
+            )
+    t_equalize = time.perf_counter() - t1
+    t1 = time.perf_counter()
     stats = (
         {}
         if translated is not None
@@ -431,7 +484,7 @@ def main(args: argparse.Namespace) -> int:
             threads=threads,
             progress=progress,
             on_run=reference.add if reference is not None else None,
-            on_start=started,
+            on_start=None if said else started,
         )
     )
     t_stats = time.perf_counter() - t1
@@ -564,9 +617,10 @@ def main(args: argparse.Namespace) -> int:
 
     # Write: the cache and its sidecar together, then the Q/DQ model with the final FP16 list.
     t3 = time.perf_counter()
+    eq_bytes = qdq.serialize(model, "--equalized", "equalized model") if equalized is not None else None
     info = {
-        "model": path.name,
-        "model_sha256": sha256_file(path),
+        "model": eq_path.name if eq_bytes is not None else path.name,
+        "model_sha256": hashlib.sha256(eq_bytes).hexdigest() if eq_bytes is not None else sha256_file(path),
         "method": method,
         "budget": budget.to_dict(),
         "before": _summary(before, fp32_score),
@@ -574,9 +628,18 @@ def main(args: argparse.Namespace) -> int:
         "check_images": check_images.name,
         "ranking": [r.to_dict() for r in ranking[:50]],
     }
+    if equalized is not None:
+        # edge-build refuses this cache with any other model: its scales fit the rescaled weights only
+        info["equalized"] = {
+            "from": path.name,
+            "from_sha256": sha256_file(path),
+            "strength": args.equalize,
+            **equalized.to_dict(),
+        }
     # Every file is complete in its temp before any replaces an old one: a full disk, a file-size limit or a kill
     # while the Q/DQ model is written leaves the earlier cache, sidecar and Q/DQ model as a set.
     staged = [Staged(cache_path), Staged(side_path)] + ([Staged(args.qdq)] if args.qdq else [])
+    staged += [Staged(eq_path)] if eq_bytes is not None else []
     written = cache
     if args.cache_for == "modelopt":
         # Only the weights the file stores: a constant computed from one (a reshape of it) stays, which Model
@@ -591,22 +654,25 @@ def main(args: argparse.Namespace) -> int:
             unwritable = set(cache.unwritable())
             embed(q_model, {n: s for n, s in cache.scales.items() if n not in unwritable}, kept_layers)
             staged[2].write(qdq.serialize(q_model))
-            staged[2].finish()
+        if eq_bytes is not None:
+            staged[-1].write(eq_bytes)
+        for s in staged[2:]:
+            s.finish()
     except BaseException:
         for s in staged:
             s.discard()
         raise
-    if args.qdq and staged[2].path.parent != staged[0].path.parent:
-        # Another folder: no journal spans both, so the Q/DQ model goes last, one rename after the pair.
-        commit_together(staged[:2])
-        staged[2].commit()
-    else:
-        commit_together(staged)
+    # Another folder: no journal spans both, so files elsewhere go last, one rename each after the pair.
+    commit_together([s for s in staged if s.path.parent == cache_path.parent])
+    for s in staged:
+        if s.path.parent != cache_path.parent:
+            s.commit()
     t_write = time.perf_counter() - t3
 
     n = images.count
     lines += [
         f"time: load {t_load:.1f} s, "
+        + (f"equalize {t_equalize:.1f} s, " if equalized is not None else "")
         + (f"statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), " if translated is None else "")
         + f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
         f"cache: {cache_path} ({written.header}, {len(written.scales)} tensors; scales from {method}"
@@ -617,6 +683,8 @@ def main(args: argparse.Namespace) -> int:
         lines.append("note: the DLA reads only EntropyCalibration2 caches; keep the default header for DLA builds")
     if args.qdq:
         lines.append(f"Q/DQ model: {args.qdq} ({len(quantized)} layers quantized)")
+    if equalized is not None:
+        lines.append(f"equalized model: {eq_path} (the FP32 model with rescaled weights: the cache's scales are for it)")
     if kept_layers:
         lines.append(f"kept in FP16 ({len(kept_layers)}): {', '.join(kept_layers)}")
         lines.append(f"  trtexec: --precisionConstraints=obey --layerPrecisions={','.join(f'{k}:fp16' for k in kept_layers)}")
@@ -632,7 +700,9 @@ def main(args: argparse.Namespace) -> int:
         lines.append(f"  edge-build {args.model or path} -o {path.stem}.engine")
         lines.append("here too: TensorRT-RTX builds a Q/DQ model as it is (a GPU engine for a desktop GPU)")
     else:
-        lines.append(f"  {next_step(args, path, asset, cache_path, graph)}")
+        lines.append(
+            f"  {next_step(args, path, asset if equalized is None else None, cache_path, graph, eq_path if equalized else None)}"
+        )
         lines += here_step(args, graph)
     emit("\n".join(lines))
     return 0

@@ -225,11 +225,11 @@ def alone_model(model: Any, graph: Graph, amax: Dict[str, float], nodes: Set[int
     return out, pairs
 
 
-def serialize(model: Any) -> bytes:
+def serialize(model: Any, flag: str = "--qdq", what: str = "Q/DQ model") -> bytes:
     """The model's bytes, once it passes the ONNX checker."""
-    onnx = require("onnx", "writing a Q/DQ model")
+    onnx = require("onnx", f"writing a {what}")
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise EdgeError(f"--qdq: the Q/DQ model does not pass the ONNX checker ({str(exc).splitlines()[0]})") from None
+        raise EdgeError(f"{flag}: the {what} does not pass the ONNX checker ({str(exc).splitlines()[0]})") from None
     return model.SerializeToString()

@@ -403,6 +403,16 @@ def fixed_batch(graph: Graph) -> Optional[int]:
     return dims[0] if dims and isinstance(dims[0], int) and dims[0] > 0 else None
 
 
+def run_batch(graph: Graph, images: ImageSet, batch: int) -> Tuple[int, Optional[int]]:
+    """(the batch to run, the model's fixed batch or None): a fixed batch wins, and needs that many images."""
+    fixed = fixed_batch(graph)
+    if fixed is None:
+        return batch, None
+    if fixed > images.count:
+        raise EdgeError(f"the model's input has a fixed batch of {fixed} but only {images.count} images were given")
+    return fixed, fixed
+
+
 def collect(
     model: Any,
     graph: Graph,
@@ -427,11 +437,7 @@ def collect(
     copies = value_sources(graph, tensors)
     measured = [t for t in tensors if t not in copies]
     batch, groups = plan(per_image_bytes(graph, measured), budget_bytes // 2, max_batch, session_bytes(model))
-    fixed = fixed_batch(graph)
-    if fixed is not None:
-        if fixed > images.count:
-            raise EdgeError(f"the model's input has a fixed batch of {fixed} but only {images.count} images were given")
-        batch = fixed
+    batch, fixed = run_batch(graph, images, batch)
     tap = TensorTap(model, groups, threads)
     if on_start is not None:
         on_start()

@@ -1,0 +1,299 @@
+"""Activation equalization (edge.calib.equalize): which channels are tied, what pays, and that the FP32 network's
+outputs stay what they were. The outputs are compared by running both models in ONNX Runtime, and the ranges after
+equalizing are measured by ONNX Runtime on the rewritten model, not taken from the module's own arithmetic."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from edge.calib import equalize
+from edge.graph.model import prepare
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _model(nodes: List, inits: Dict[str, np.ndarray], c_in: int, outputs: List[str], hw: int = 6) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c_in, hw, hw])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+class _Images:
+    """Preprocessed inputs as an ImageSet hands them out (the pass needs nothing else)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self.count = len(x)
+
+    def batches(self, batch_size: int):
+        for start in range(0, len(self.x), batch_size):
+            yield self.x[start : start + batch_size]
+
+
+def _images(x: np.ndarray) -> _Images:
+    return _Images(x)
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray, names: Optional[List[str]] = None) -> List[np.ndarray]:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    if names:
+        del m.graph.output[:]
+        m.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(names, {"x": x})
+
+
+def _equalized(model: onnx.ModelProto, x: np.ndarray, strength: float = 1.0):
+    graph = prepare(model, {"x": (1, *x.shape[1:])})
+    result = equalize.equalize(model, graph, _images(x), strength, 64 << 20, 1)
+    return result, graph
+
+
+def _chain(w1: np.ndarray, dw: np.ndarray, w2: np.ndarray) -> onnx.ModelProto:
+    """x -> Conv -> Relu -> depthwise Conv -> Conv -> y: the channels of 'a' and 'r' are tied and free."""
+    c = w1.shape[0]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "dw"], ["d"], group=c, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d", "w2"], ["y"]),
+    ]
+    return _model(nodes, {"w1": w1, "b1": np.zeros(c), "dw": dw, "w2": w2}, w1.shape[1], ["y"])
+
+
+def _positive_chain(scales: List[float], seed: int = 0):
+    """A chain whose first convolution's output channels are all positive, channel c reaching about scales[c]."""
+    rng = np.random.default_rng(seed)
+    c = len(scales)
+    w1 = rng.uniform(0.5, 1.0, (c, 2, 1, 1)) * np.array(scales)[:, None, None, None]
+    dw = rng.uniform(0.5, 1.0, (c, 1, 3, 3))
+    w2 = rng.normal(size=(3, c, 1, 1))
+    x = rng.uniform(0.1, 1.0, (4, 2, 6, 6)).astype(np.float32)
+    return _chain(w1, dw, w2), x
+
+
+def test_full_strength_makes_every_tied_channel_span_the_median():
+    model, x = _positive_chain([0.5, 2.0, 30.0, 400.0])
+    before = _run(model, x, ["r", "y", "d"])
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result, _ = _equalized(model, x)
+    after = _run(model, x, ["r", "y", "d"])
+    ranges_before = np.abs(before[0]).max(axis=(0, 2, 3))
+    ranges_after = np.abs(after[0]).max(axis=(0, 2, 3))
+    # strength 1: r's groups (read by the depthwise convolution only: free) divided by range / their median; d's
+    # (read by the dense w2) by their range itself, a ** 1 / w ** 0, so each of d's channels then reaches 1
+    np.testing.assert_allclose(ranges_after, np.median(ranges_before), rtol=1e-5)
+    d_before = np.abs(before[2]).max(axis=(0, 2, 3))
+    limited = np.clip(d_before, 1 / equalize.LIMIT, equalize.LIMIT)  # no factor beyond LIMIT
+    np.testing.assert_allclose(np.abs(after[2]).max(axis=(0, 2, 3)), d_before / limited, rtol=1e-5)
+    assert d_before.max() > equalize.LIMIT and d_before.min() < equalize.LIMIT  # both cases are tried
+    np.testing.assert_allclose(after[1], before[1], rtol=1e-4, atol=1e-4 * np.abs(before[1]).max())
+    assert result.groups == 8 and result.convs == 3  # the three convolutions pay: w1 and dw on both sides, w2 reads
+    widest = max(r.max() / r.min() for r in (np.abs(v).max(axis=(0, 2, 3)) for v in (before[0], before[2])))
+    assert result.spread_before == pytest.approx(widest, rel=1e-5)  # a's channels are r's: all positive
+    widest_after = max(r.max() / r.min() for r in (np.abs(v).max(axis=(0, 2, 3)) for v in (after[0], after[2])))
+    assert result.spread_after == pytest.approx(widest_after, rel=1e-4)
+    # the graph's own constants follow the model (the Q/DQ build reads them from there)
+    assert original.graph.initializer[0].raw_data != model.graph.initializer[0].raw_data
+
+
+def test_half_strength_leaves_the_square_root_of_the_spread():
+    model, x = _positive_chain([1.0, 100.0])
+    r0 = np.abs(_run(model, x, ["r"])[0]).max(axis=(0, 2, 3))
+    _equalized(model, x, 0.5)
+    r1 = np.abs(_run(model, x, ["r"])[0]).max(axis=(0, 2, 3))
+    assert r1.max() / r1.min() == pytest.approx(np.sqrt(r0.max() / r0.min()), rel=1e-4)
+
+
+def test_factors_are_bounded_and_dead_or_nan_channels_keep_one():
+    model, x = _positive_chain([1.0, 1.0, 1.0, 1.0])
+    p = equalize.plan(prepare(model, {"x": (1, 2, 6, 6)}))
+    ranges = {"a": np.array([1e-9, 1.0, 1e9, 0.0]), "r": np.array([0.0, 1.0, np.nan, 0.0])}
+    found = equalize.factors(p, ranges, 1.0)
+    f = {k: found.get(p.root(("a", k))) for k in range(4)}
+    assert f[3] is None  # never above zero: a dead channel is left alone
+    assert f[2] is None  # NaN anywhere in the group: left alone (the statistics pass then names the tensor)
+    # median of the live groups (1e-9 and 1.0) is 0.5: 1e-9 / 0.5 is far below 1/256
+    assert f[0] == pytest.approx(1 / equalize.LIMIT) and f[1] == pytest.approx(2.0)
+
+
+def test_a_group_a_dense_convolution_reads_balances_activation_and_weight():
+    """SmoothQuant's migration by hand: a ** S / w ** (1 - S), w the largest |weight| on the channel in the reader."""
+    model, x = _positive_chain([1.0, 1.0, 1.0, 1.0])
+    graph = prepare(model, {"x": (1, 2, 6, 6)})
+    p = equalize.plan(graph)
+    dense = equalize.dense_weights(p, graph)
+    w2 = np.abs(graph.consts["w2"])  # [3, 4, 1, 1]: d's channel j meets w2[:, j]
+    assert sorted(dense) == sorted({p.root(("d", j)) for j in range(4)})  # r is read by the depthwise one only
+    for j in range(4):
+        assert dense[p.root(("d", j))] == pytest.approx(float(w2[:, j].max()))
+    ranges = {"r": np.array([1.0, 4.0, 16.0, 64.0]), "d": np.array([9.0, 0.25, 100.0, 1e6])}
+    dense = {p.root(("d", j)): w for j, w in enumerate([1.0, 4.0, 0.01, 1.0])}
+    found = equalize.factors(p, ranges, 0.5, dense)
+    assert [found[p.root(("d", j))] for j in range(4)] == pytest.approx([3.0, 0.25, 100.0, equalize.LIMIT])
+    # the free groups: (a / median) ** S, the median of the free ones only (4 and 16 -> 10)
+    assert [found[p.root(("r", j))] for j in range(4)] == pytest.approx([0.1**0.5, 0.4**0.5, 1.6**0.5, 6.4**0.5])
+
+
+def test_a_grouped_convolutions_weights_are_read_per_input_channel():
+    rng = np.random.default_rng(6)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "wg"], ["y"], group=2),
+    ]
+    wg = rng.normal(size=(6, 2, 1, 1))  # two groups of three outputs, each reading two of r's four channels
+    model = _model(nodes, {"w1": rng.normal(size=(4, 2, 1, 1)), "wg": wg}, 2, ["y"])
+    graph = prepare(model, {"x": (1, 2, 6, 6)})
+    p = equalize.plan(graph)
+    dense = equalize.dense_weights(p, graph)
+    want = [np.abs(wg[0:3, 0]).max(), np.abs(wg[0:3, 1]).max(), np.abs(wg[3:6, 0]).max(), np.abs(wg[3:6, 1]).max()]
+    assert [dense[p.root(("r", j))] for j in range(4)] == pytest.approx(want)
+
+
+def test_graph_outputs_inputs_and_unknown_operators_pin_their_channels():
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("HardSigmoid", ["a"], ["h"]),  # not homogeneous: a's channels stay
+        helper.make_node("Conv", ["h", "w2"], ["b"]),
+        helper.make_node("Relu", ["b"], ["y"]),  # y is a graph output: b's channels stay
+    ]
+    model = _model(nodes, {"w1": rng.normal(size=(3, 2, 1, 1)), "w2": rng.normal(size=(3, 3, 1, 1))}, 2, ["y"])
+    x = rng.normal(size=(2, 2, 6, 6)).astype(np.float32)
+    p = equalize.plan(prepare(model, {"x": (1, 2, 6, 6)}))
+    assert p.tensors() == []
+    assert _equalized(model, x)[0] is None
+
+
+def test_a_weight_shared_by_two_convolutions_pays_nothing():
+    rng = np.random.default_rng(2)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["y"]),
+    ]
+    model = _model(nodes, {"w": rng.normal(size=(2, 2, 1, 1))}, 2, ["y"])
+    assert equalize.plan(prepare(model, {"x": (1, 2, 6, 6)})).convs == []
+
+
+def test_blazeface_pattern_residual_add_and_zero_channel_pad_keep_outputs():
+    """BlazeFace's stage change: MaxPool, a Concat with zero channels, a residual Add, ReLU, then a dense head."""
+    rng = np.random.default_rng(3)
+    scales = np.array([0.3, 5.0, 80.0])[:, None, None, None]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ConstantOfShape", ["zshape"], ["z"]),
+        helper.make_node("Concat", ["m", "z"], ["cat"], axis=1),
+        helper.make_node("Conv", ["m", "dw"], ["d"], group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d", "w1", "b1"], ["p"]),
+        helper.make_node("Add", ["cat", "p"], ["s"]),
+        helper.make_node("Relu", ["s"], ["t"]),
+        helper.make_node("Conv", ["t", "head"], ["y"]),
+    ]
+    inits = {
+        "w0": rng.normal(size=(3, 2, 3, 3)) * scales,
+        "b0": rng.normal(size=3),
+        "dw": rng.normal(size=(3, 1, 3, 3)),
+        "w1": rng.normal(size=(5, 3, 1, 1)) * np.array([1, 1, 1, 40, 0.1])[:, None, None, None],
+        "b1": rng.normal(size=5),
+        "head": rng.normal(size=(2, 5, 1, 1)),
+        "zshape": np.array([1, 2, 4, 4]),
+    }
+    model = _model(nodes, {k: v for k, v in inits.items() if k != "zshape"}, 2, ["y"], hw=8)
+    model.graph.initializer.append(numpy_helper.from_array(inits["zshape"].astype(np.int64), "zshape"))
+    x = rng.normal(size=(1, 2, 8, 8)).astype(np.float32)  # the zero channels' shape fixes the batch, as BlazeFace's
+    tied = ["r", "m", "p", "s", "t"]  # channels 0-2 of each: one group per channel
+    before = _run(model, x, [*tied, "y"])
+    graph = prepare(model, {"x": (1, 2, 8, 8)})
+    p = equalize.plan(graph)
+    # the pooled channels, the concat's first three, the add and its ReLU are one group per channel
+    assert p.root(("r", 1)) == p.root(("cat", 1)) == p.root(("t", 1)) == p.root(("p", 1)) == p.root(("m", 1))
+    assert p.root(("t", 4)) == p.root(("p", 4)) != p.root(("t", 1))
+    result = equalize.equalize(model, graph, _images(x), 1.0, 64 << 20, 1)
+    after = _run(model, x, [*tied, "y"])
+    np.testing.assert_allclose(after[-1], before[-1], rtol=1e-4, atol=1e-4 * np.abs(before[-1]).max())
+    # the head reads t (dense): at S = 1 each group's largest value over all its tensors becomes 1 (a / a ** 1)
+    group_range = [np.max([np.abs(v[:, :3]).max(axis=(0, 2, 3)) for v in run[:-1]], axis=0) for run in (before, after)]
+    np.testing.assert_allclose(group_range[1], group_range[0] / np.clip(group_range[0], 1 / 256, 256), rtol=1e-5)
+    assert result.convs == 4
+
+
+def test_split_and_resize_tie_their_channels():
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["a"]),
+        helper.make_node("Split", ["a", "sizes"], ["s0", "s1"], axis=1),
+        helper.make_node("Resize", ["s1", "", "scales"], ["u"], mode="nearest"),
+        helper.make_node("Conv", ["s0", "wa"], ["ya"]),
+        helper.make_node("Conv", ["u", "wb"], ["yb"]),
+    ]
+    inits = {
+        "w0": rng.normal(size=(4, 2, 1, 1)) * np.array([1, 10, 100, 0.1])[:, None, None, None],
+        "wa": rng.normal(size=(2, 1, 1, 1)),
+        "wb": rng.normal(size=(2, 3, 1, 1)),
+        "scales": np.array([1, 1, 2, 2]),
+    }
+    model = _model(nodes, inits, 2, ["ya", "yb"])
+    model.graph.initializer.append(numpy_helper.from_array(np.array([1, 3], np.int64), "sizes"))
+    x = rng.normal(size=(2, 2, 6, 6)).astype(np.float32)
+    graph = prepare(model, {"x": (1, 2, 6, 6)})
+    p = equalize.plan(graph)
+    assert p.root(("a", 0)) == p.root(("s0", 0)) and p.root(("a", 3)) == p.root(("s1", 2)) == p.root(("u", 2))
+    before = _run(model, x)
+    assert equalize.equalize(model, graph, _images(x), 1.0, 64 << 20, 1) is not None
+    for b, a in zip(before, _run(model, x)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.sampled_from([1, 2, 4]),
+    per_group=st.integers(1, 3),
+    spread=st.floats(0.0, 4.0),
+    strength=st.sampled_from([0.25, 0.5, 1.0]),
+    seed=st.integers(0, 2**16),
+    act=st.sampled_from(["Relu", "LeakyRelu", "MaxPool", "GlobalAveragePool"]),
+)
+def test_any_grouped_chain_keeps_its_outputs(groups, per_group, spread, strength, seed, act):
+    """A Conv, a per-channel operator, a grouped Conv and a dense one: ONNX Runtime's outputs stay the same."""
+    rng = np.random.default_rng(seed)
+    c = groups * per_group
+    w1 = rng.normal(size=(c, 3, 3, 3)) * (10.0 ** rng.uniform(-spread, spread, c))[:, None, None, None]
+    extra = {"kernel_shape": [2, 2]} if act == "MaxPool" else {}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node(act, ["a"], ["r"], **extra),
+        helper.make_node("Conv", ["r", "wg", "bg"], ["g"], group=groups),
+        helper.make_node("Conv", ["g", "w3"], ["y"]),
+    ]
+    inits = {
+        "w1": w1,
+        "b1": rng.normal(size=c),
+        "wg": rng.normal(size=(2 * c, per_group, 1, 1)),
+        "bg": rng.normal(size=2 * c),
+        "w3": rng.normal(size=(2, 2 * c, 1, 1)),
+    }
+    model = _model(nodes, inits, 3, ["y"])
+    x = rng.normal(size=(2, 3, 6, 6)).astype(np.float32)
+    before = _run(model, x)[0]
+    _equalized(model, x, strength)
+    after = _run(model, x)[0]
+    np.testing.assert_allclose(after, before, rtol=1e-3, atol=1e-4 * max(np.abs(before).max(), 1e-6))
