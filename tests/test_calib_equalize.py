@@ -334,3 +334,37 @@ def test_real_models_compute_what_they_did_and_their_channels_span_less(asset, c
     x = next(images.batches(1))
     for a, b in zip(original.run(None, {inp.name: x}), rewritten.run(None, {inp.name: x})):
         assert np.abs(a - b).max() <= 1e-4 * np.abs(a).max()
+
+
+def test_a_file_declaring_huge_channel_counts_is_skipped_in_bounded_time():
+    """An attack: a few hundred bytes of ONNX declaring ReLUs over [1, 2**30, 1, 1] would have made a billion
+    union-find entries. Channels that only unhandled operators touch cost nothing; tying past the cap stops."""
+    import time
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2**30, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2**30, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    prepared = prepare(model)
+    said: List[str] = []
+    start = time.monotonic()
+    assert equalize.equalize(model, prepared, _images(np.zeros((1, 1, 1, 1), np.float32)), 0.5, 1 << 20, say=said.append) is None
+    assert time.monotonic() - start < 5.0
+    assert said == [f"equalize: skipped, more than {equalize.MAX_CHANNELS} channels to tie (calibrating without it)"]
+    with pytest.raises(equalize.TooLarge):
+        equalize.plan(prepared)
+    # a Reshape over the same declared size touches no channel: nothing is made for it
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "pinned",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2**30, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([1, -1], np.int64), "s")],
+    )
+    p = equalize.plan(prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])))
+    assert p.size == 0 and not p.parent

@@ -183,6 +183,11 @@ def test_equalize_out_of_range_is_one_line_before_any_work(tiny, tmp_path, capsy
     assert "--equalize" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
 
 
+def test_an_equalized_path_without_equalizing_is_refused(tiny, tmp_path, capsys):
+    status, _, err = run(capsys, *base(tiny, tmp_path), "--equalize", "0", "--equalized", str(tmp_path / "e.onnx"))
+    assert status == 2 and "--equalized" in err and "--equalize 0" in err and not (tmp_path / "t.cache").exists()
+
+
 def test_the_equalized_model_may_not_be_the_input(tiny, tmp_path, capsys):
     status, _, err = run(capsys, *base(tiny, tmp_path), "--equalized", str(tiny / "tiny.onnx"))
     assert status == 2 and "--equalized" in err and "MODEL" in err, err

@@ -27,7 +27,8 @@ METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, r
 # Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
 DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.9
-# Chosen the same way (`bench/calibration.py --only choose`): half the channels' spread moved into the weights.
+# The strength whose worst tuning set is best among the default method's rows (`bench/calibration.py --only choose`;
+# full strength collapses CenterFace there, docs/edge-calib.md#equalization).
 DEFAULT_EQUALIZE = 0.5
 LOW_AGREEMENT = 0.99  # below it a run without a budget says so, with the budget the docs suggest
 # The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
@@ -176,6 +177,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
     if not (math.isfinite(args.equalize) and 0.0 <= args.equalize <= 1.0):
         raise EdgeError(f"--equalize {short(args.equalize)}: must be in [0, 1] (0: off, 1: full), e.g. 1")
+    if args.equalized and args.equalize == 0.0:
+        raise EdgeError("--equalized names where the equalized model goes, and --equalize 0 writes none; drop one of them")
     if args.min_agreement is not None and not (math.isfinite(args.min_agreement) and 0.0 < args.min_agreement <= 1.0):
         raise EdgeError(f"--min-agreement {short(args.min_agreement)}: must be a share in (0, 1], e.g. 0.99")
     if args.max_drop is not None:
@@ -462,7 +465,7 @@ def main(args: argparse.Namespace) -> int:
 
     if translated is None and eq_path is not None:
         equalized = calib_equalize.equalize(
-            model, graph, images, args.equalize, args.memory_mb << 20, threads, on_start=start_once
+            model, graph, images, args.equalize, args.memory_mb << 20, threads, on_start=start_once, say=_say
         )
         if equalized is not None:
             _say(

@@ -48,6 +48,12 @@ FUSED = frozenset({"Relu", "LeakyRelu", "PRelu"})  # TensorRT runs them inside t
 LIMIT = 256.0  # no factor beyond 256 either way: weights grow at most that much (FP16 layers must still hold them)
 
 Element = Tuple[str, int]  # (tensor, channel)
+# YOLOv8x, RetinaFace or a ResNet-152 tie under 200 000 channels; a shape a file only declares can say anything.
+MAX_CHANNELS = 1 << 21
+
+
+class TooLarge(Exception):
+    """The graph ties more channels than equalization takes on."""
 
 
 @dataclass
@@ -56,8 +62,9 @@ class Plan:
 
     channels: Dict[str, int]  # tensor -> channel count, for every tensor with elements
     parent: Dict[Element, Element] = field(default_factory=dict)
-    pinned: Set[Element] = field(default_factory=set)  # roots are computed later: any member pins its group
+    pinned: Set[str] = field(default_factory=set)  # tensors whose every channel keeps factor 1 (and so its group)
     convs: List[int] = field(default_factory=list)  # node indices that pay the factors
+    size: int = 0  # channels of every tensor with elements
     fused: Set[str] = field(default_factory=set)  # tensors read only by an activation fused into their producer
 
     def root(self, e: Element) -> Element:
@@ -73,7 +80,7 @@ class Plan:
             self.parent[ra] = rb
 
     def free_roots(self) -> Set[Element]:
-        blocked = {self.root(e) for e in self.pinned}
+        blocked = {self.root((t, k)) for t in self.pinned if t in self.channels for k in range(self.channels[t])}
         return {self.root(e) for e in list(self.parent)} - blocked
 
     def tensors(self) -> List[str]:
@@ -125,16 +132,17 @@ def plan(graph: Graph) -> Plan:
 
     def elements(name: str) -> Optional[int]:
         c = _channels(graph, name)
-        if c is not None:
+        if c is not None and name not in p.channels:
+            p.size += c
+            if p.size > MAX_CHANNELS:  # a file may declare any shape: the work stays bounded by what real models need
+                raise TooLarge(f"more than {MAX_CHANNELS} channels to tie")
             p.channels[name] = c
             for k in range(c):
                 p.root((name, k))
         return c
 
     def pin(names: Iterable[str]) -> None:
-        for name in names:
-            c = elements(name) if name else None
-            p.pinned.update((name, k) for k in range(c or 0))
+        p.pinned.update(names)
 
     for idx, node in enumerate(nodes):
         if idx in folded:
@@ -381,10 +389,15 @@ def equalize(
     budget_bytes: int,
     threads: int = 0,
     on_start: Optional[Callable[[], None]] = None,
+    say: Callable[[str], None] = lambda text: None,
 ) -> Optional[Equalized]:
     """Rescale ``model``'s (and ``graph``'s) convolutions so each free group of tied channels spans alike; None when
     the graph has nothing to rescale (``on_start`` is then not called)."""
-    p = plan(graph)
+    try:
+        p = plan(graph)
+    except TooLarge as exc:
+        say(f"equalize: skipped, {exc} (calibrating without it)")
+        return None
     tensors = p.tensors()
     if not tensors:
         return None
