@@ -197,53 +197,35 @@ def model_runs(sets: Dict[str, Path], tmp: Path, split: str, quick: bool) -> Lis
                 str(sets["orient-eval"]),
             ],
         ),  # fmt: skip
-        (
+        _agreement(
             "faces",
-            "agreement",
-            [
-                "--config",
-                str(ROOT / "configs" / "demo.yaml"),
-                "--images",
-                str(sets["face-cal"]),
-                "--agreement-images",
-                str(sets["face-eval"]),
-                "--agreement-outputs",
-                *FACE_DECISIONS,
-            ],
-        ),  # fmt: skip
+            [],
+            ROOT / "configs" / "demo.yaml",
+            sets["face-cal"],
+            sets["face-eval"],
+            "--agreement-outputs",
+            *FACE_DECISIONS,
+        ),
         *(
             []
             if quick
             else [
-                (
+                _agreement(
                     "centerface",
-                    "agreement",
-                    [
-                        str(sets["centerface"]),
-                        "--config",
-                        str(ROOT / "configs" / "centerface.example.yaml"),
-                        "--images",
-                        str(sets["cf-cal"]),
-                        "--agreement-images",
-                        str(sets["cf-eval"]),
-                    ],
+                    [str(sets["centerface"])],
+                    ROOT / "configs" / "centerface.example.yaml",
+                    sets["cf-cal"],
+                    sets["cf-eval"],
                 )
             ]
         ),
-        (
-            "text map",
-            "agreement",
-            [
-                "asset://ppocrv4-det",
-                "--images",
-                str(sets["det-cal"]),
-                "--config",
-                str(text_map),
-                "--agreement-images",
-                str(sets["det-eval"]),
-            ],
-        ),  # fmt: skip
+        _agreement("text map", ["asset://ppocrv4-det"], text_map, sets["det-cal"], sets["det-eval"]),
     ]
+
+
+def _agreement(name: str, model: List[str], config: Path, cal: Path, scored: Path, *extra: str) -> Tuple[str, str, List[str]]:
+    """A model scored by the label-free agreement of its decisions on ``scored``, calibrated on ``cal``."""
+    return name, "agreement", [*model, "--config", str(config), "--images", str(cal), "--agreement-images", str(scored), *extra]
 
 
 def _score(kind: str, summary: Dict[str, Any], watched: Optional[List[str]]) -> float:

@@ -172,15 +172,18 @@ def test_calib_outputs_over_the_file_size_limit_keep_the_previous_files(tmp_path
     _assert_failed_and_kept(o, before, tmp_path)
 
 
-def _conv_fc(path: Path) -> Path:
+def _conv_fc(path: Path, equalizable: bool = False) -> Path:
     """Conv + Flatten + MatMul with a 1024x256 weight: its Q/DQ model (~260 KB) is far larger than the cache and
-    sidecar (a few KB), so a file-size limit between the two fails the Q/DQ model alone."""
+    sidecar (a few KB), so a file-size limit between the two fails the Q/DQ model alone. ``equalizable`` puts a second
+    convolution after the ReLU and spreads the first one's channels: edge calib then also writes the equalized model
+    (~1 MB, the FC weight included) beside the cache."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
+    spread = np.array([0.1, 1, 10, 100] if equalizable else [1, 1, 1, 1])[:, None, None, None]
     inits = [
-        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * spread).astype(np.float32), "w"),
         numpy_helper.from_array(rng.standard_normal((1024, 256)).astype(np.float32) * 0.05, "fc"),
     ]
     nodes = [
@@ -189,6 +192,9 @@ def _conv_fc(path: Path) -> Path:
         helper.make_node("Flatten", ["r"], ["f"]),
         helper.make_node("MatMul", ["f", "fc"], ["output"]),
     ]
+    if equalizable:
+        inits.append(numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w2"))
+        nodes[2:3] = [helper.make_node("Conv", ["r", "w2"], ["c2"]), helper.make_node("Flatten", ["c2"], ["f"])]
     graph = helper.make_graph(
         nodes,
         "conv_fc",
@@ -223,43 +229,11 @@ def test_calib_keeps_the_previous_cache_and_sidecar_when_only_the_qdq_model_cann
     assert not temps(tmp_path) and not temps(out)
 
 
-def _conv_conv_fc(path: Path) -> Path:
-    """_conv_fc with a second convolution after the ReLU: the ReLU's channels can be equalized, so edge calib also
-    writes the equalized model (~1 MB, the FC weight included) beside the cache."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    inits = [
-        numpy_helper.from_array(
-            (rng.standard_normal((4, 3, 3, 3)) * [[[[0.1]]], [[[1]]], [[[10]]], [[[100]]]]).astype(np.float32), "w"
-        ),
-        numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w2"),
-        numpy_helper.from_array(rng.standard_normal((1024, 256)).astype(np.float32) * 0.05, "fc"),
-    ]
-    nodes = [
-        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("Conv", ["r", "w2"], ["c2"]),
-        helper.make_node("Flatten", ["c2"], ["f"]),
-        helper.make_node("MatMul", ["f", "fc"], ["output"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "conv_conv_fc",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 256])],
-        inits,
-    )
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
-    return path
-
-
 @pytest.mark.parametrize("folder", ["same", "other"])
 def test_calib_keeps_the_previous_set_when_only_the_equalized_model_cannot_be_written(tmp_path: Path, folder: str) -> None:
     """The equalized model belongs to the cache (its scales fit only those weights): a file-size limit while it is
     written must leave the earlier cache, sidecar and equalized model as they were."""
-    model = _conv_conv_fc(tmp_path / "fc.onnx")
+    model = _conv_fc(tmp_path / "fc.onnx", equalizable=True)
     imgs = images(tmp_path / "imgs")
     out = tmp_path / ("e" if folder == "other" else "")
     out.mkdir(exist_ok=True)
@@ -281,7 +255,7 @@ def test_calib_killed_at_each_rename_keeps_the_cache_with_its_own_equalized_mode
     earlier run's or all this run's (the sidecar's model_sha256 names the equalized model beside it)."""
     from edge.outputs import settle
 
-    model = _conv_conv_fc(tmp_path / "fc.onnx")
+    model = _conv_fc(tmp_path / "fc.onnx", equalizable=True)
     imgs = images(tmp_path / "imgs")
     args = ["calib", str(model), "--images", str(imgs), "--cache", str(tmp_path / "c.cache")]
     assert edge(*args, "--equalize", "0.5").code == 0
