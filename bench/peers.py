@@ -386,7 +386,7 @@ def runs(case: Case, tmp: Path, with_modelopt: bool) -> List[Tuple[str, str, Lis
     edge_out = tmp / f"{case.name}-edge.onnx"
     calib = [sys.executable, "-m", "edge", "calib", f"asset://{case.asset}", *case.edge_args]
     out = [
-        ("edge calib", "default (p99.9, eq 0.5)", [*calib, "--cache", str(tmp / f"{case.name}.cache"), "--qdq", str(edge_out)], edge_out, None)
+        ("edge calib", "default (p99.9, eq auto)", [*calib, "--cache", str(tmp / f"{case.name}.cache"), "--qdq", str(edge_out)], edge_out, None)
     ]  # fmt: skip
     if case.judge is not None:  # a detector: edge's documented setting adds a budget on its decisions
         budget_out = tmp / f"{case.name}-edge-budget.onnx"

@@ -26,11 +26,13 @@ cv2 = pytest.importorskip("cv2")
 SIZE = ["--set", "input.size=[16, 16]"]
 
 
-def tiny_model(path: Path, seed: int = 0) -> Path:
+def tiny_model(path: Path, seed: int = 0, spread: float = 1.0) -> Path:
+    """``spread``: conv1's output channels scaled from 1/spread to spread (geometrically), so relu1's ranges differ."""
     h, nh = onnx.helper, onnx.numpy_helper
     rng = np.random.default_rng(seed)
+    rows = np.geomspace(1 / spread, spread, 8)[:, None, None, None]
     inits = [
-        nh.from_array(rng.normal(0, 0.5, (8, 3, 3, 3)).astype(np.float32), "w1"),
+        nh.from_array((rng.normal(0, 0.5, (8, 3, 3, 3)) * rows).astype(np.float32), "w1"),
         nh.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b1"),
         nh.from_array(rng.normal(0, 0.5, (8, 8, 3, 3)).astype(np.float32), "w2"),
         nh.from_array(rng.normal(0, 0.5, (8, 3)).astype(np.float32), "w3"),
@@ -181,6 +183,29 @@ def test_equalize_out_of_range_is_one_line_before_any_work(tiny, tmp_path, capsy
     status, out, err = run(capsys, *base(tiny, tmp_path), "--equalize", value)
     assert status == 2 and not (tmp_path / "t.cache").exists()
     assert "--equalize" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
+
+
+@pytest.mark.parametrize("spread", [1.0, 300.0])
+def test_auto_keeps_the_equalization_only_when_the_check_agrees_better(tiny, tmp_path, capsys, spread):
+    """The default (--equalize auto) calibrates both ways and keeps the one whose INT8 agrees more with FP32 (a tie
+    keeps the model as given); with relu1's channels 90000x apart the equalized one agrees more."""
+    model = tiny_model(tmp_path / "m.onnx", spread=spread)
+    argv = [str(model), "--images", str(tiny / "calib"), *SIZE, "--cache", str(tmp_path / "t.cache")]
+    status, out, err = run(capsys, *argv)
+    assert status == 0, err
+    side = json.loads((tmp_path / "t.cache.json").read_text())
+    tried = side["equalize_check"]
+    kept = tried["equalized"] > tried["as given"]
+    assert ("equalized" in side) == kept == (tmp_path / "t.equalized.onnx").exists()
+    assert side["before"]["agreement"] == max(tried.values())  # the check reported is the kept model's
+    assert f"equalize: INT8 agreement {tried['equalized']:.4f} equalized, {tried['as given']:.4f} as given" in err
+    if spread > 1.0:
+        assert kept and side["equalized"]["auto"] and side["model"] == "t.equalized.onnx"
+    else:
+        assert side["model"] == "m.onnx" and "equalized model:" not in out
+    # an explicit strength is taken as it is, with no second calibration
+    status, out, err = run(capsys, *argv, "--equalize", "0.5")
+    assert status == 0 and "equalize: INT8" not in err and "equalize_check" not in json.loads((tmp_path / "t.cache.json").read_text())
 
 
 def test_an_equalized_path_without_equalizing_is_refused(tiny, tmp_path, capsys):

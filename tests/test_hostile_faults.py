@@ -237,7 +237,18 @@ def test_calib_keeps_the_previous_set_when_only_the_equalized_model_cannot_be_wr
     imgs = images(tmp_path / "imgs")
     out = tmp_path / ("e" if folder == "other" else "")
     out.mkdir(exist_ok=True)
-    args = ["calib", model, "--images", imgs, "--cache", tmp_path / "c.cache", "--equalized", out / "fc.eq.onnx"]
+    args = [
+        "calib",
+        model,
+        "--images",
+        imgs,
+        "--cache",
+        tmp_path / "c.cache",
+        "--equalized",
+        out / "fc.eq.onnx",
+        "--equalize",
+        "1",
+    ]
     assert edge(*args, "--method", "minmax").code == 0
     files = (tmp_path / "c.cache", tmp_path / "c.cache.json", out / "fc.eq.onnx")
     sizes = {p.name: p.stat().st_size for p in files}
@@ -260,7 +271,7 @@ def test_calib_killed_at_each_rename_keeps_the_cache_with_its_own_equalized_mode
     args = ["calib", str(model), "--images", str(imgs), "--cache", str(tmp_path / "c.cache")]
     assert edge(*args, "--equalize", "0.5").code == 0
     eq = tmp_path / "c.equalized.onnx"
-    n = _renames([*entry("edge"), *args])
+    n = _renames([*entry("edge"), *args, "--equalize", "1"])
     assert n >= 3
     for k in range(1, n + 1):  # another strength each time: other weights, so a mixed set would show
         o = _strace_kill_at([*entry("edge"), *args, "--equalize", "1" if k % 2 else "0.5"], k)

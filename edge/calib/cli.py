@@ -27,9 +27,10 @@ METHODS = ("mse", "entropy", "percentile", "minmax")  # calib_methods.METHODS, r
 # Chosen by the best mean rank over four models' tuning sets (`bench/calibration.py --only choose`, docs/benchmarks.md).
 DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.9
-# The strength whose worst tuning set is best among the default method's rows (`bench/calibration.py --only choose`;
-# full strength collapses CenterFace there, docs/edge-calib.md#equalization).
-DEFAULT_EQUALIZE = 0.5
+# --equalize auto: this strength, kept when the check says it helps. The strength whose worst tuning set is best among
+# the default method's rows (`bench/calibration.py --only choose`; docs/edge-calib.md#equalization).
+AUTO = "auto"
+AUTO_STRENGTH = 0.5
 LOW_AGREEMENT = 0.99  # below it a run without a budget says so, with the budget the docs suggest
 # The TensorRT release of each JetPack, for the short forms of --trt-version (JetPack 6.0 ships 8.6.2).
 TRT_RELEASES = {"8.5": "8.5.2", "8.6": "8.6.2", "10.3": "10.3.0"}
@@ -55,12 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--equalize",
-        type=argtypes.finite_float,
-        default=DEFAULT_EQUALIZE,
-        metavar="S",
+        type=equalize_strength,
+        default=AUTO,
+        metavar="S|auto",
         help="move the spread between an activation's channels into the convolutions' per-channel weights before "
-        f"calibrating, from 0 (off) to 1 (ranges made equal; default {DEFAULT_EQUALIZE}); the rescaled FP32 model is "
-        "written beside the cache and is the one to build",
+        f"calibrating, from 0 (off) to 1 (ranges made equal); auto (default): {AUTO_STRENGTH}, kept only when the check "
+        "agrees better than without; the rescaled FP32 model is written beside the cache and is the one to build",
     )
     parser.add_argument(
         "--equalized",
@@ -175,7 +176,7 @@ def check_numbers(args: argparse.Namespace) -> None:
 
     if not (math.isfinite(args.percentile) and 0.0 < args.percentile <= 100.0):
         raise EdgeError(f"--percentile {short(args.percentile)}: must be in (0, 100], e.g. 99.9")
-    if not (math.isfinite(args.equalize) and 0.0 <= args.equalize <= 1.0):
+    if args.equalize != AUTO and not (math.isfinite(args.equalize) and 0.0 <= args.equalize <= 1.0):
         raise EdgeError(f"--equalize {short(args.equalize)}: must be in [0, 1] (0: off, 1: full), e.g. 1")
     if args.equalized and args.equalize == 0.0:
         raise EdgeError("--equalized names where the equalized model goes, and --equalize 0 writes none; drop one of them")
@@ -281,6 +282,24 @@ def _refuse_with_qdq(args: argparse.Namespace, path: Path) -> None:
                 f"{flag}: {path.name} already has Q/DQ pairs, so edge calib checks it as it is and writes its scales as a "
                 f"cache; {flag} needs the model without Q/DQ (the FP32 export)"
             )
+
+
+def equalize_strength(text: str) -> Any:
+    """--equalize: 'auto' or a number (its range is checked with the others)."""
+    return AUTO if text.strip().lower() == AUTO else argtypes.finite_float(text)
+
+
+def strength(args: argparse.Namespace) -> float:
+    return AUTO_STRENGTH if args.equalize == AUTO else float(args.equalize)
+
+
+def _quality(m: Any) -> float:
+    """One number to compare two INT8 models by: labelled top-1 (or mAP) when there are labels, else agreement."""
+    return m.labelled.score if m.labelled is not None else m.agreement
+
+
+def _quality_name(m: Any) -> str:
+    return "labelled score" if m.labelled is not None else "agreement"
 
 
 def equalized_path(args: argparse.Namespace, cache: Path) -> Optional[Path]:
@@ -465,7 +484,7 @@ def main(args: argparse.Namespace) -> int:
 
     if translated is None and eq_path is not None:
         equalized = calib_equalize.equalize(
-            model, graph, images, args.equalize, args.memory_mb << 20, threads, on_start=start_once, say=_say
+            model, graph, images, strength(args), args.memory_mb << 20, threads, on_start=start_once, say=_say
         )
         if equalized is not None:
             _say(
@@ -475,10 +494,10 @@ def main(args: argparse.Namespace) -> int:
             )
     t_equalize = time.perf_counter() - t1
     t1 = time.perf_counter()
-    stats = (
-        {}
-        if translated is not None
-        else calib_stats.collect(
+
+    def calibrate(on_run: Any = None) -> Tuple[Dict[str, Any], Dict[str, float]]:
+        """The statistics pass over the model as it stands, and each tensor's threshold."""
+        found = calib_stats.collect(
             model,
             graph,
             images,
@@ -486,10 +505,26 @@ def main(args: argparse.Namespace) -> int:
             budget_bytes=args.memory_mb << 20,
             threads=threads,
             progress=progress,
-            on_run=reference.add if reference is not None else None,
+            on_run=on_run,
             on_start=None if said else started,
         )
-    )
+        thresholds = {n: calib_methods.amax(args.method, s.hist, s.range, s.absmax, args.percentile) for n, s in found.items()}
+        for name, value in constants.items():
+            thresholds.setdefault(name, float(abs(value).max()))  # exact values: no reason to clip
+        return found, thresholds
+
+    auto = equalized is not None and args.equalize == AUTO
+    keep_reference = reference.add if reference is not None else None
+    if translated is not None:
+        stats, amax = {}, {}
+    elif auto:
+        # Both ways, the file's own weights first: the check's FP32 outputs are the file's.
+        equalized.undo(model, graph)
+        plain_stats, plain_amax = calibrate(keep_reference)
+        equalized.redo(model, graph)
+        stats, amax = calibrate()
+    else:
+        stats, amax = calibrate(keep_reference)
     t_stats = time.perf_counter() - t1
     if translated is not None:
         started()
@@ -497,27 +532,40 @@ def main(args: argparse.Namespace) -> int:
     if reference is not None and not reference.complete():
         reference = None
 
-    amax: Dict[str, float] = {
-        n: calib_methods.amax(args.method, s.hist, s.range, s.absmax, args.percentile) for n, s in stats.items()
-    }
-    clipped = sum(1 for n, s in stats.items() if amax[n] < s.absmax)
-    for name, value in constants.items():
-        amax.setdefault(name, float(abs(value).max()))  # exact values: no reason to clip
-    scales = {n: a / 127.0 for n, a in amax.items()} if translated is None else dict(translated.scales)
-    cache = CalibrationCache(version_tag(version), args.cache_algorithm, scales)
-
     # The check: FP32 against the Q/DQ model, then the budget search when it is not met.
     t2 = time.perf_counter()
     # No histograms are counted from here on: ONNX Runtime gets every core.
     threads = args.threads or calib_stats.cores()
+    if auto:
+        equalized.undo(model, graph)
     checker = Checker(model, graph, spec.layout, check_images, labelled, threads, args.memory_mb << 20, reference, task)
     fp32_score = checker.fp32_labelled.score if checker.fp32_labelled else None
+    tried: Dict[str, float] = {}
+    if auto:
+        # Keep the equalization only where this check says it helps (CenterFace's heatmap lost peaks to it).
+        if reference is None:
+            checker.fp32  # noqa: B018 - made now, from the file's weights (ONNX Runtime copies the model)
+        q_plain, plain_quantized = qdq.build(model, graph, plain_amax, keep)
+        plain = checker.measure(q_plain)
+        equalized.redo(model, graph)
     if translated is None:
         q_model, quantized = qdq.build(model, graph, amax, keep)
     else:
         q_model = given
         quantized = {i for i, n in enumerate(graph.nodes) if any(x in translated.sources for x in n.input)}
     before = checker.measure(q_model)
+    if auto:
+        tried = {"equalized": _quality(before), "as given": _quality(plain)}
+        if tried["as given"] >= tried["equalized"]:
+            equalized.undo(model, graph)
+            stats, amax, q_model, quantized, before, equalized = plain_stats, plain_amax, q_plain, plain_quantized, plain, None
+        _say(
+            f"equalize: INT8 {_quality_name(before)} {tried['equalized']:.4f} equalized, {tried['as given']:.4f} as "
+            f"given; kept {'the equalized model' if equalized is not None else 'the model as given'}"
+        )
+    clipped = sum(1 for n, s in stats.items() if amax[n] < s.absmax)
+    scales = {n: a / 127.0 for n, a in amax.items()} if translated is None else dict(translated.scales)
+    cache = CalibrationCache(version_tag(version), args.cache_algorithm, scales)
     after, kept = before, set(keep)
     ranking: List[Any] = []
     result = None
@@ -631,12 +679,15 @@ def main(args: argparse.Namespace) -> int:
         "check_images": check_images.name,
         "ranking": [r.to_dict() for r in ranking[:50]],
     }
+    if tried:
+        info["equalize_check"] = tried
     if equalized is not None:
         # edge-build refuses this cache with any other model: its scales fit the rescaled weights only
         info["equalized"] = {
             "from": path.name,
             "from_sha256": sha256_file(path),
-            "strength": args.equalize,
+            "strength": strength(args),
+            "auto": args.equalize == AUTO,
             **equalized.to_dict(),
         }
     # Every file is complete in its temp before any replaces an old one: a full disk, a file-size limit or a kill
@@ -675,7 +726,7 @@ def main(args: argparse.Namespace) -> int:
     n = images.count
     lines += [
         f"time: load {t_load:.1f} s, "
-        + (f"equalize {t_equalize:.1f} s, " if equalized is not None else "")
+        + (f"equalize {t_equalize:.1f} s, " if equalized is not None or tried else "")
         + (f"statistics {t_stats:.1f} s ({n / max(t_stats, 1e-9):.0f} images/s), " if translated is None else "")
         + f"check {t_check:.1f} s, write {t_write:.1f} s; peak RSS {_peak_rss_mb():.0f} MB",
         f"cache: {cache_path} ({written.header}, {len(written.scales)} tensors; scales from {method}"

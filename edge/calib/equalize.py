@@ -97,6 +97,14 @@ class Equalized:
     convs: int  # convolutions whose weights changed
     spread_before: float  # the largest max/min channel range of a measured tensor, before and after
     spread_after: float
+    weights: Dict[str, Tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)  # name: (as given, rescaled)
+
+    def undo(self, model: Any, graph: Graph) -> None:
+        """Put the weights back as the file had them (``redo`` rescales them again)."""
+        _write(model, graph, {name: pair[0] for name, pair in self.weights.items()})
+
+    def redo(self, model: Any, graph: Graph) -> None:
+        _write(model, graph, {name: pair[1] for name, pair in self.weights.items()})
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -302,14 +310,10 @@ def factors(
     return out
 
 
-def apply(p: Plan, graph: Graph, model: Any, found: Dict[Element, float]) -> int:
-    """Write the factors into the paying convolutions' weights and biases in ``model`` and ``graph``; the number of
-    convolutions changed."""
-    numpy_helper = __import__("onnx").numpy_helper
-    inits = {i.name: i for i in model.graph.initializer}
-    graph_inits = {i.name: i for i in graph.model.graph.initializer}
-
-    changed = 0
+def apply(p: Plan, graph: Graph, model: Any, found: Dict[Element, float]) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+    """Write the factors into the paying convolutions' weights and biases in ``model`` and ``graph``; each changed
+    initializer's values before and after."""
+    changed: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
     for idx in p.convs:
         node = graph.nodes[idx]
         w = graph.consts[node.input[1]]
@@ -325,13 +329,19 @@ def apply(p: Plan, graph: Graph, model: Any, found: Dict[Element, float]) -> int
         if len(node.input) > 2 and node.input[2]:
             scaled[node.input[2]] = graph.consts[node.input[2]] / s_out
         for name, value in scaled.items():
-            value = value.astype(graph.consts[name].dtype)
-            graph.consts[name] = value
-            for store in (inits, graph_inits):
-                if name in store:
-                    store[name].CopyFrom(numpy_helper.from_array(value, name))
-        changed += 1
+            changed[name] = (graph.consts[name], value.astype(graph.consts[name].dtype))
+    _write(model, graph, {name: pair[1] for name, pair in changed.items()})
     return changed
+
+
+def _write(model: Any, graph: Graph, values: Dict[str, np.ndarray]) -> None:
+    numpy_helper = __import__("onnx").numpy_helper
+    stores = [{i.name: i for i in m.graph.initializer} for m in (model, graph.model)]
+    for name, value in values.items():
+        graph.consts[name] = value
+        for store in stores:
+            if name in store:
+                store[name].CopyFrom(numpy_helper.from_array(value, name))
 
 
 def spread(ranges: Dict[str, np.ndarray], p: Plan, found: Dict[Element, float]) -> Tuple[float, float]:
@@ -406,6 +416,7 @@ def equalize(
     if not found:
         return None
     before, after = spread(ranges, p, found)
-    convs = apply(p, graph, model, found)
+    weights = apply(p, graph, model, found)
+    convs = sum(1 for idx in p.convs if graph.nodes[idx].input[1] in weights)
     touched = sum(1 for name, r in ranges.items() if np.any(_factor(p, found, name, len(r)) != 1.0))
-    return Equalized(len(found), touched, convs, before, after)
+    return Equalized(len(found), touched, convs, before, after, weights)
