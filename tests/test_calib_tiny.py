@@ -205,7 +205,11 @@ def test_auto_keeps_the_equalization_only_when_the_check_agrees_better(tiny, tmp
         assert side["model"] == "m.onnx" and "equalized model:" not in out
     # an explicit strength is taken as it is, with no second calibration
     status, out, err = run(capsys, *argv, "--equalize", "0.5")
-    assert status == 0 and "equalize: INT8" not in err and "equalize_check" not in json.loads((tmp_path / "t.cache.json").read_text())
+    assert (
+        status == 0
+        and "equalize: INT8" not in err
+        and "equalize_check" not in json.loads((tmp_path / "t.cache.json").read_text())
+    )
 
 
 def test_an_equalized_path_without_equalizing_is_refused(tiny, tmp_path, capsys):
