@@ -368,3 +368,117 @@ def test_a_file_declaring_huge_channel_counts_is_skipped_in_bounded_time():
     )
     p = equalize.plan(prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])))
     assert p.size == 0 and not p.parent
+
+
+def _plan(nodes, inits, c_in=4, outputs=("y",), opset=13, hw=6):
+    model = _model(nodes, inits, c_in, list(outputs), hw)
+    model.opset_import[0].version = opset
+    return equalize.plan(prepare(model, {"x": (1, c_in, hw, hw)}))
+
+
+def _pads(value):
+    return numpy_helper.from_array(np.array(value, np.int64), "pads")
+
+
+@pytest.mark.parametrize(
+    "pads, mode, fill, ties",
+    [
+        ([0, 0, 1, 1, 0, 0, 1, 1], "constant", None, True),  # spatial zeros: the channels are the same channels
+        ([0, 0, 1, 1, 0, 0, 1, 1], "constant", 1.0, False),  # a constant 1 does not scale with the channel
+        ([0, 0, 1, 1, 0, 0, 1, 1], "reflect", None, True),  # reflection copies the channel's own values
+        ([0, 1, 0, 0, 0, 0, 0, 0], "constant", None, False),  # a channel padded in: the channels shift
+    ],
+)
+def test_a_pad_ties_only_what_keeps_each_channel_its_own(pads, mode, fill, ties):
+    rng = np.random.default_rng(7)
+    inputs = ["r", "pads"] + (["fill"] if fill is not None else [])
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Pad", inputs, ["q"], mode=mode),
+        helper.make_node("Conv", ["q", "w2"], ["y"]),
+    ]
+    inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4 + pads[1] + pads[5], 1, 1))}
+    if fill is not None:
+        inits["fill"] = np.array(fill)
+    model = _model(nodes, inits, 4, ["y"])
+    model.graph.initializer.append(_pads(pads))
+    p = equalize.plan(prepare(model, {"x": (1, 4, 6, 6)}))
+    tied = "q" in p.channels and p.root(("r", 0)) == p.root(("q", 0)) and p.root(("r", 0)) in p.free_roots()
+    assert tied == (ties and mode == "constant")  # reflect would be right too; edge ties constant zeros only
+    assert (p.root(("r", 0)) in p.free_roots()) == (ties and mode == "constant")
+
+
+def test_concat_and_split_off_the_channel_axis_or_with_values_pin():
+    rng = np.random.default_rng(8)
+    base = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"])]
+    inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1)), "w3": rng.normal(size=(2, 8, 1, 1))}
+    # a Concat of r with itself along the height: not the channels
+    p = _plan([*base, helper.make_node("Concat", ["r", "r"], ["c"], axis=2), helper.make_node("Conv", ["c", "w2"], ["y"])], inits)
+    assert p.root(("r", 0)) not in p.free_roots()
+    # along the channels, with a constant of ones: those channels cannot scale; r's do not tie to them and pin
+    inits["ones"] = np.ones((1, 4, 6, 6))
+    p = _plan(
+        [*base, helper.make_node("Concat", ["r", "ones"], ["c"], axis=1), helper.make_node("Conv", ["c", "w3"], ["y"])], inits
+    )
+    assert p.root(("r", 0)) not in p.free_roots()
+    # along the channels counted from the end (-3 of 4 dims): tied
+    p = _plan(
+        [*base, helper.make_node("Concat", ["r", "r"], ["c"], axis=-3), helper.make_node("Conv", ["c", "w3"], ["y"])], inits
+    )
+    assert p.root(("r", 1)) == p.root(("c", 1)) == p.root(("c", 5)) and p.root(("r", 1)) in p.free_roots()
+    # a Split without an axis splits the batch (axis 0): pinned
+    split = [helper.make_node("Split", ["r"], ["s0"]), helper.make_node("Conv", ["s0", "w2"], ["y"])]
+    assert _plan([*base, *split], inits).root(("r", 0)) not in _plan([*base, *split], inits).free_roots()
+
+
+def test_a_convolution_pays_only_with_weights_and_bias_of_its_own():
+    rng = np.random.default_rng(9)
+    inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "b": rng.normal(size=4), "w2": rng.normal(size=(4, 4, 1, 1))}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2", "b"], ["y"]),  # the same bias: rescaling one would change the other
+    ]
+    assert _plan(nodes, inits).convs == []
+    nodes[2] = helper.make_node("Conv", ["r", "w2"], ["y"])
+    assert len(_plan(nodes, inits).convs) == 2
+    # a weight computed in the graph (here a Constant node's output) is no initializer: that convolution cannot pay
+    const = helper.make_node("Constant", [], ["wc"], value=numpy_helper.from_array(inits["w2"].astype(np.float32)))
+    p = _plan([nodes[0], nodes[1], const, helper.make_node("Conv", ["r", "wc"], ["y"])], inits)
+    assert len(p.convs) == 1 and p.root(("r", 0)) not in p.free_roots()
+
+
+def test_the_channel_cap_counts_every_tied_tensor_once(monkeypatch):
+    rng = np.random.default_rng(10)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["y"]),
+    ]
+    inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1))}
+    # x, a, r: 4 channels each (y is touched by no tying operator and the last Conv's output only)
+    monkeypatch.setattr(equalize, "MAX_CHANNELS", 14)
+    assert _plan(nodes, inits).size == 14  # exactly the cap: taken
+    monkeypatch.setattr(equalize, "MAX_CHANNELS", 13)
+    with pytest.raises(equalize.TooLarge):
+        _plan(nodes, inits)
+
+
+def test_a_fixed_batch_model_measures_whole_batches_only():
+    """Three images for a model fixed at batch 2: the third fills no batch and is not measured (as in the statistics
+    pass); the ranges are those ONNX Runtime gives for the first two."""
+    rng = np.random.default_rng(11)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["y"]),
+    ]
+    model = _model(nodes, {"w1": rng.normal(size=(3, 2, 1, 1)), "w2": rng.normal(size=(2, 3, 1, 1))}, 2, ["y"])
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+    graph = prepare(model)
+    x = rng.normal(size=(3, 2, 6, 6)).astype(np.float32)
+    x[2] *= 1000.0  # the image left out would dominate every range
+    ranges = equalize.measure(model, graph, _images(x), ["r"], 64 << 20, 1)
+    want = np.abs(_run(model, x[:2], ["r"])[0]).max(axis=(0, 2, 3))
+    np.testing.assert_allclose(ranges["r"], want, rtol=1e-6)
