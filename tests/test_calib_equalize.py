@@ -91,7 +91,9 @@ def test_full_strength_makes_every_tied_channel_span_the_median():
     before = _run(model, x, ["r", "y", "d"])
     original = onnx.ModelProto()
     original.CopyFrom(model)
-    result, _ = _equalized(model, x)
+    result, graph = _equalized(model, x)
+    for init in model.graph.initializer:
+        np.testing.assert_array_equal(graph.consts[init.name], numpy_helper.to_array(init))
     after = _run(model, x, ["r", "y", "d"])
     ranges_before = np.abs(before[0]).max(axis=(0, 2, 3))
     ranges_after = np.abs(after[0]).max(axis=(0, 2, 3))
@@ -104,6 +106,7 @@ def test_full_strength_makes_every_tied_channel_span_the_median():
     assert d_before.max() > equalize.LIMIT and d_before.min() < equalize.LIMIT  # both cases are tried
     np.testing.assert_allclose(after[1], before[1], rtol=1e-4, atol=1e-4 * np.abs(before[1]).max())
     assert result.groups == 8 and result.convs == 3  # the three convolutions pay: w1 and dw on both sides, w2 reads
+    assert result.tensors == 2  # r and d (a is read only by the ReLU, so it is measured after it)
     widest = max(r.max() / r.min() for r in (np.abs(v).max(axis=(0, 2, 3)) for v in (before[0], before[2])))
     assert result.spread_before == pytest.approx(widest, rel=1e-5)  # a's channels are r's: all positive
     widest_after = max(r.max() / r.min() for r in (np.abs(v).max(axis=(0, 2, 3)) for v in (after[0], after[2])))
@@ -482,3 +485,46 @@ def test_a_fixed_batch_model_measures_whole_batches_only():
     ranges = equalize.measure(model, graph, _images(x), ["r"], 64 << 20, 1)
     want = np.abs(_run(model, x[:2], ["r"])[0]).max(axis=(0, 2, 3))
     np.testing.assert_allclose(ranges["r"], want, rtol=1e-6)
+
+
+def test_a_pad_without_a_mode_is_a_zero_pad():
+    rng = np.random.default_rng(12)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Pad", ["r", "pads"], ["q"]),
+        helper.make_node("Conv", ["q", "w2"], ["y"]),
+    ]
+    model = _model(nodes, {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1))}, 4, ["y"])
+    model.graph.initializer.append(_pads([0, 0, 1, 1, 0, 0, 1, 1]))
+    p = equalize.plan(prepare(model, {"x": (1, 4, 6, 6)}))
+    assert p.root(("r", 2)) == p.root(("q", 2)) and p.root(("r", 2)) in p.free_roots()
+
+
+def test_a_one_dimensional_convolution_chain_keeps_its_outputs():
+    """Conv1d (rank 3, channels on axis 1) is equalized like the 2-D case."""
+    rng = np.random.default_rng(13)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["y"]),
+    ]
+    inits = {
+        "w1": rng.normal(size=(4, 2, 3)) * np.array([0.01, 1, 10, 300])[:, None, None],
+        "b1": rng.normal(size=4),
+        "w2": rng.normal(size=(3, 4, 1)),
+    }
+    graph_proto = helper.make_graph(
+        nodes,
+        "c1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.normal(size=(3, 2, 16)).astype(np.float32)
+    before = _run(model, x)[0]
+    graph = prepare(model, {"x": (1, 2, 16)})
+    assert equalize.equalize(model, graph, _images(x), 1.0, 64 << 20, 1) is not None
+    after = _run(model, x)[0]
+    np.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-4 * np.abs(before).max())
