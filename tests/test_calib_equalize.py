@@ -528,3 +528,28 @@ def test_a_one_dimensional_convolution_chain_keeps_its_outputs():
     assert equalize.equalize(model, graph, _images(x), 1.0, 64 << 20, 1) is not None
     after = _run(model, x)[0]
     np.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-4 * np.abs(before).max())
+
+
+def test_an_old_pad_reads_its_value_attribute_and_an_old_upsample_ties():
+    """Opset 9 forms: Pad keeps its pads and fill value in attributes, Upsample resizes each channel by itself."""
+    rng = np.random.default_rng(14)
+    inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1))}
+
+    def chain(middle):
+        return [
+            helper.make_node("Conv", ["x", "w1"], ["a"]),
+            helper.make_node("Relu", ["a"], ["r"]),
+            middle,
+            helper.make_node("Conv", ["q", "w2"], ["y"]),
+        ]
+
+    zero = helper.make_node("Pad", ["r"], ["q"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0)
+    p = _plan(chain(zero), inits, opset=9)
+    assert p.root(("r", 1)) == p.root(("q", 1)) and p.root(("r", 1)) in p.free_roots()
+    ones = helper.make_node("Pad", ["r"], ["q"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=1.0)
+    p = _plan(chain(ones), inits, opset=9)
+    assert p.root(("r", 1)) not in p.free_roots()
+    up = helper.make_node("Upsample", ["r", "scales"], ["q"], mode="nearest")
+    inits_up = {**inits, "scales": np.array([1.0, 1.0, 2.0, 2.0])}
+    p = _plan(chain(up), inits_up, opset=9)
+    assert p.root(("r", 3)) == p.root(("q", 3)) and p.root(("r", 3)) in p.free_roots()
