@@ -379,6 +379,17 @@ def _plan(nodes, inits, c_in=4, outputs=("y",), opset=13, hw=6):
     return equalize.plan(prepare(model, {"x": (1, c_in, hw, hw)}))
 
 
+def _relu_then(*middle, last: str = "q") -> list:
+    """x -> Conv(w1) -> a -> Relu -> r, then ``middle``, then Conv(last, w2) -> y: r's channels are free unless
+    ``middle`` pins them."""
+    return [
+        helper.make_node("Conv", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        *middle,
+        helper.make_node("Conv", [last, "w2"], ["y"]),
+    ]
+
+
 def _pads(value):
     return numpy_helper.from_array(np.array(value, np.int64), "pads")
 
@@ -395,12 +406,7 @@ def _pads(value):
 def test_a_pad_ties_only_what_keeps_each_channel_its_own(pads, mode, fill, ties):
     rng = np.random.default_rng(7)
     inputs = ["r", "pads"] + (["fill"] if fill is not None else [])
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["a"]),
-        helper.make_node("Relu", ["a"], ["r"]),
-        helper.make_node("Pad", inputs, ["q"], mode=mode),
-        helper.make_node("Conv", ["q", "w2"], ["y"]),
-    ]
+    nodes = _relu_then(helper.make_node("Pad", inputs, ["q"], mode=mode))
     inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4 + pads[1] + pads[5], 1, 1))}
     if fill is not None:
         inits["fill"] = np.array(fill)
@@ -489,12 +495,7 @@ def test_a_fixed_batch_model_measures_whole_batches_only():
 
 def test_a_pad_without_a_mode_is_a_zero_pad():
     rng = np.random.default_rng(12)
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["a"]),
-        helper.make_node("Relu", ["a"], ["r"]),
-        helper.make_node("Pad", ["r", "pads"], ["q"]),
-        helper.make_node("Conv", ["q", "w2"], ["y"]),
-    ]
+    nodes = _relu_then(helper.make_node("Pad", ["r", "pads"], ["q"]))
     model = _model(nodes, {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1))}, 4, ["y"])
     model.graph.initializer.append(_pads([0, 0, 1, 1, 0, 0, 1, 1]))
     p = equalize.plan(prepare(model, {"x": (1, 4, 6, 6)}))
@@ -535,21 +536,13 @@ def test_an_old_pad_reads_its_value_attribute_and_an_old_upsample_ties():
     rng = np.random.default_rng(14)
     inits = {"w1": rng.normal(size=(4, 4, 1, 1)), "w2": rng.normal(size=(2, 4, 1, 1))}
 
-    def chain(middle):
-        return [
-            helper.make_node("Conv", ["x", "w1"], ["a"]),
-            helper.make_node("Relu", ["a"], ["r"]),
-            middle,
-            helper.make_node("Conv", ["q", "w2"], ["y"]),
-        ]
-
     zero = helper.make_node("Pad", ["r"], ["q"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0)
-    p = _plan(chain(zero), inits, opset=9)
+    p = _plan(_relu_then(zero), inits, opset=9)
     assert p.root(("r", 1)) == p.root(("q", 1)) and p.root(("r", 1)) in p.free_roots()
     ones = helper.make_node("Pad", ["r"], ["q"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=1.0)
-    p = _plan(chain(ones), inits, opset=9)
+    p = _plan(_relu_then(ones), inits, opset=9)
     assert p.root(("r", 1)) not in p.free_roots()
     up = helper.make_node("Upsample", ["r", "scales"], ["q"], mode="nearest")
     inits_up = {**inits, "scales": np.array([1.0, 1.0, 2.0, 2.0])}
-    p = _plan(chain(up), inits_up, opset=9)
+    p = _plan(_relu_then(up), inits_up, opset=9)
     assert p.root(("r", 3)) == p.root(("q", 3)) and p.root(("r", 3)) in p.free_roots()

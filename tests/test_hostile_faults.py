@@ -667,3 +667,30 @@ def test_json_outputs_are_strict_json(base: Path, tmp_path: Path) -> None:
             strict_json_loads(path.read_text())
     assert json.loads((tmp_path / "s.json").read_text())["frames"] == 5
     assert re.search(r"\bNaN\b|\bInfinity\b", (tmp_path / "s.json").read_text()) is None
+
+
+def test_sigterm_during_the_equalize_pass_ends_the_run_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """The equalization's range pass is a wait of its own (ONNX Runtime over every calibration image): a stop signal
+    sent once its opening line is out ends the run 143 with one line, and no cache, sidecar, model or temp appears."""
+    import signal
+    import subprocess
+
+    imgs = images(tmp_path / "imgs", count=200, size=256)
+    argv = [
+        *entry("edge"),
+        "calib",
+        "--config",
+        str(demo_config(tmp_path / "cfg")),
+        "--images",
+        str(imgs),
+        "--cache",
+        str(tmp_path / "c.cache"),
+    ]
+    proc = subprocess.Popen([*argv, "--equalize", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # printed when the range pass's ONNX Runtime took the model
+    assert "activation tensors" in first, first
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.strip().splitlines() == ["edge calib: terminated"], (proc.returncode, err)
+    assert "equalized:" not in err  # it was still measuring
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg", "imgs"]
