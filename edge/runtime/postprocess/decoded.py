@@ -7,6 +7,8 @@
   (EfficientNMS_TRT: num_detections, detection_boxes, detection_scores, detection_classes; YOLOv7's ``--end2end``:
   num_dets, det_boxes, det_scores, det_classes; BatchedNMS: num_detections, nmsed_boxes, nmsed_scores,
   nmsed_classes with classes as floats): the first ``count`` rows are the detections;
+- ``torchvision_nms``: a torchvision detector exported whole (its transform and NMS in the graph): boxes ``[N, 4]``,
+  scores ``[N]`` and labels ``[N]`` with no batch axis, best first, boxes in the input's pixels;
 - ``deepstream_yolo``: DeepStream-Yolo's exports, *before* NMS: ``[B, N, 6]`` (x1, y1, x2, y2, score, class) or the
   older three outputs boxes ``[B, N, 4]``, scores ``[B, N, 1]``, classes ``[B, N, 1]``: NMS runs here.
 """
@@ -60,9 +62,15 @@ class Decoded:
             rows = as_float(n["rows"], out[n["rows"]][0])
             # mask coefficients or keypoints after the six, read only where the head has them
             return rows[:, :4], rows[:, 4], class_ids(n["rows"], rows[:, 5], self.head.classes), rows[:, 6:]
-        boxes = as_float(n["boxes"], out[n["boxes"]][0]).reshape(-1, 4)
-        scores = as_float(n["scores"], out[n["scores"]][0]).reshape(-1)
-        classes = class_ids(n["classes"], as_float(n["classes"], out[n["classes"]][0]).reshape(-1), self.head.classes)
+        first = (lambda a: a) if self.kind == "torchvision_nms" else (lambda a: a[0])  # no batch axis there
+        boxes = as_float(n["boxes"], first(out[n["boxes"]])).reshape(-1, 4)
+        scores = as_float(n["scores"], first(out[n["scores"]])).reshape(-1)
+        classes = class_ids(n["classes"], as_float(n["classes"], first(out[n["classes"]])).reshape(-1), self.head.classes)
+        if not len(boxes) == len(scores) == len(classes):
+            raise RunFailed(
+                f"outputs '{n['boxes']}', '{n['scores']}' and '{n['classes']}' hold {len(boxes)}, {len(scores)} and "
+                f"{len(classes)} detections: not one row each; check task.type"
+            )
         if "count" in n:
             count = int(np.asarray(out[n["count"]]).reshape(-1)[0])
             if not 0 <= count <= len(boxes):
@@ -78,7 +86,7 @@ class Decoded:
         if self.kind == "nms_plugin":
             boxes = _scaled(boxes, *self.size)
         idx = candidates(scores, self.task.score_threshold)
-        if self.kind == "deepstream_yolo":
+        if self.kind == "deepstream_yolo":  # NMS still to do
             keep = idx[suppress(boxes[idx], scores[idx], classes[idx], self.task)]
         else:  # one box per object already: best first, capped
             keep = idx[: self.task.max_detections]

@@ -36,6 +36,7 @@ class Head:
     strides: Tuple[int, ...] = STRIDES
     levels: List[Tuple[str, str]] = field(default_factory=list)  # picodet: (scores, boxes) per level, stride order
     anchors: Optional[np.ndarray] = None  # ssd: (N, 4) normalised ymin, xmin, ymax, xmax; retinaface: priors
+    maps: List[Tuple[int, int]] = field(default_factory=list)  # torchvision: (rows, columns) of each level
 
     def describe(self) -> str:
         what = self.kind + (f" {self.layout}" if self.layout else "")
@@ -248,6 +249,8 @@ def _fit_deepstream(ctx: Context) -> Fit:
     roles = {"boxes": _role(outs, ("box",)), "scores": _role(outs, ("score",)), "classes": _role(outs, ("class", "label"))}
     if len(outs) != 3 or any(t is None for t in roles.values()):
         return "deepstream_yolo reads [B, N, 6] or three outputs named boxes, scores and classes"
+    if len(roles["boxes"].shape) != 3:  # type: ignore[union-attr]
+        return f"deepstream_yolo's boxes are [B, N, 4], got {shown(outs)}"
     return Head("deepstream_yolo", {r: t.name for r, t in roles.items()}, classes=ctx.classes or 0)  # type: ignore[union-attr]
 
 
@@ -343,14 +346,68 @@ def _fit_ssd(ctx: Context) -> Fit:
     maps = [tuple(m) for m in cfg.feature_maps] if cfg.feature_maps else None
     if maps is None:
         maps = feature_maps(ctx.spec.width, ctx.spec.height, 6)
-    anchors = ssd_anchors(cfg, maps, ctx.spec.width, ctx.spec.height)
-    if len(anchors) != n:
+    per_cell = len(cfg.aspect_ratios) + (cfg.interpolated_scale_aspect_ratio > 0)
+    count = sum(h * w * (3 if k == 0 and cfg.reduce_boxes_in_lowest_layer else per_cell) for k, (h, w) in enumerate(maps))
+    if count != n:  # counted before any anchor is made: the maps come from the config
         return (
-            f"task.ssd makes {len(anchors)} anchors on feature maps {[list(m) for m in maps]} at "
+            f"task.ssd makes {count} anchors on feature maps {[list(m) for m in maps]} at "
             f"{ctx.spec.width}x{ctx.spec.height}, the outputs have {n}; set task.ssd.feature_maps and the scales of the "
             "model's pipeline.config"
         )
+    anchors = ssd_anchors(cfg, maps, ctx.spec.width, ctx.spec.height)
     return Head("ssd", {"boxes": boxes[0].name, "scores": scores.name}, classes=c, anchors=anchors)
+
+
+def _fit_torchvision(ctx: Context) -> Fit:
+    from edge.runtime.postprocess.torchvision_heads import PRESETS, anchor_count, anchors_for, feature_maps
+
+    outs = ctx.outputs
+    usage = "torchvision reads box regression [1, N, 4] and class logits [1, N, C]"
+    if ctx.task.type != "torchvision":
+        return "torchvision is chosen by task.type torchvision: its anchors follow the builder in task.torchvision.model"
+    if len(outs) != 2 or any(len(t.shape) != 3 or not all(_static(d) for d in t.shape[1:]) for t in outs):
+        return f"{usage}; got {shown(outs)}"
+    boxes = [t for t in outs if t.shape[2] == 4]
+    if len(boxes) == 2:
+        boxes = [t for t in outs if any(w in t.name.lower() for w in ("bbox", "box", "regression", "loc"))]
+    if len(boxes) != 1:
+        return f"{usage}: cannot tell the boxes from the scores in {shown(outs)}"
+    scores = outs[1] if outs[0] is boxes[0] else outs[0]
+    n, c = boxes[0].shape[1], scores.shape[2]
+    if scores.shape[1] != n:
+        return f"{usage}: {boxes[0].name} has {n} anchors, {scores.name} {scores.shape[1]}"
+    cfg = ctx.task.torchvision
+    preset = PRESETS[cfg.model]
+    if preset.family == "ssd" and c < 2:
+        return f"{scores.name} {list(scores.shape)} has no class besides the background"
+    if not ctx.classes_ok(c):
+        return ctx.class_note(c)
+    w, h = ctx.spec.width, ctx.spec.height
+    maps = [(m[0], m[1]) for m in cfg.feature_maps] if cfg.feature_maps else feature_maps(cfg.model, w, h)
+    if len(maps) != preset.levels or min(min(m) for m in maps) < 1:
+        return f"{cfg.model} has {preset.levels} levels; task.torchvision.feature_maps gives {[list(m) for m in maps]}"
+    expected = anchor_count(preset, maps)  # counted before any anchor is made: the maps come from the config
+    if expected != n:
+        return (
+            f"{cfg.model} makes {expected} anchors on feature maps {[list(m) for m in maps]} at {w}x{h}, the outputs have "
+            f"{n}; set task.torchvision.feature_maps to the backbone's maps"
+        )
+    anchors = anchors_for(preset, maps, w, h)
+    roles = {"boxes": boxes[0].name, "scores": scores.name}
+    return Head("torchvision", roles, layout=preset.family, classes=c, anchors=anchors, maps=maps)
+
+
+def _fit_torchvision_nms(ctx: Context) -> Fit:
+    outs = ctx.outputs
+    usage = "torchvision_nms reads a torchvision detector exported whole: boxes [N, 4], scores [N] and labels [N]"
+    roles = {"boxes": _role(outs, ("box",)), "scores": _role(outs, ("score",)), "classes": _role(outs, ("label", "class"))}
+    if len(outs) != 3 or any(t is None for t in roles.values()):
+        masks = " (Mask and Keypoint R-CNN's extra outputs are not decoded yet)" if len(outs) > 3 else ""
+        return f"{usage}{masks}; got {shown(outs)}"
+    b, s, c = (roles[k].shape for k in ("boxes", "scores", "classes"))  # type: ignore[union-attr]
+    if len(b) != 2 or b[1] != 4 or len(s) != 1 or len(c) != 1:
+        return f"{usage}; got {shown(outs)}"
+    return Head("torchvision_nms", {r: t.name for r, t in roles.items()}, classes=ctx.classes or 0)  # type: ignore[union-attr]
 
 
 _RETINA_NAMES = {"boxes": ("loc", "box", "bbox"), "scores": ("conf", "score", "cls"), "landmarks": ("landm", "lmk", "kps")}
@@ -489,6 +546,8 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "centerface": _fit_centerface,
     "picodet": _fit_picodet,
     "ssd": _fit_ssd,
+    "torchvision": _fit_torchvision,
+    "torchvision_nms": _fit_torchvision_nms,
     "retinaface": _fit_retinaface,
     "detr": _fit_detr,
     "segment": _fit_segment,
@@ -588,6 +647,10 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.ssd import Ssd
 
         return Ssd(task, head, labels, spec.width, spec.height)
+    if head.kind == "torchvision":
+        from edge.runtime.postprocess.torchvision_heads import TorchvisionHead
+
+        return TorchvisionHead(task, head, labels, spec.width, spec.height)
     if head.kind == "retinaface":
         from edge.runtime.postprocess.retinaface import RetinaFace
 
