@@ -87,18 +87,18 @@ class SsdConfig:
     scores: Literal["sigmoid", "softmax"] = "sigmoid"  # SSDLite: sigmoid; classic SSD: softmax
 
 
-TorchvisionModel = Literal["ssdlite320_mobilenet_v3_large", "ssd300_vgg16", "retinanet_resnet50_fpn"]
+TorchvisionModel = Literal["ssdlite320_mobilenet_v3_large", "ssd300_vgg16", "retinanet_resnet50_fpn", "fcos_resnet50_fpn"]
 
 
 @dataclass
 class TorchvisionConfig:
-    """task.type torchvision: the raw heads of a torchvision detector (bbox_regression, cls_logits), decoded with the
-    anchor generator, box coder and post-processing of the torchvision builder named by ``model``
-    (retinanet_resnet50_fpn also stands for its _v2, which shares them)."""
+    """task.type torchvision: the raw heads of a torchvision detector (bbox_regression, cls_logits; FCOS's
+    bbox_ctrness), decoded with the anchor generator, box coder and post-processing of the torchvision builder named
+    by ``model`` (retinanet_resnet50_fpn also stands for its _v2, which shares them)."""
 
     model: TorchvisionModel = "ssdlite320_mobilenet_v3_large"
     feature_maps: Optional[List[List[int]]] = None  # [rows, columns] per level; null = the backbone's at the input size
-    topk_candidates: Optional[int] = None  # before NMS (per class for SSD, per level for RetinaNet); null = the model's
+    topk_candidates: Optional[int] = None  # before NMS (per class for SSD, per level otherwise); null = the model's
 
 
 @dataclass

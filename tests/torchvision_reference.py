@@ -11,6 +11,7 @@ compare with is torchvision's Python code: the builders, ``DefaultBoxGenerator``
 ``GeneralizedRCNNTransform``. Its one compiled kernel used here, ``torchvision::nms``, is declared with torchvision's
 schema and backed by Ultralytics' pure-torch ``TorchNMS.nms`` (documented there as matching torchvision exactly); the
 ONNX export maps it to ONNX NonMaxSuppression with torchvision's own symbolic, so the exported graph never runs it.
+(Faster, Mask and Keypoint R-CNN need ``roi_align``, another compiled kernel, and are not run.)
 
 The weights are random (no trained torchvision detector ships in a package this machine can install), seeded, with
 the heads' last convolutions redrawn and scaled (``build``) so the scores spread from near 0 to near 1 instead of all
@@ -71,8 +72,8 @@ def _finals(torch, head) -> list:
 
 def build(torch, detection, name: str, seed: int, x):
     """The builder's model with random weights, its last convolutions redrawn and scaled on input x so the logits
-    spread with a standard deviation of 3 (RetinaNet's centred at -8: most anchors are background) and the box codes
-    move boxes by about a box (standard deviation 1 after the coder's weights)."""
+    spread with a standard deviation of 3 (RetinaNet's and FCOS's centred at -8: most anchors are background) and the
+    box codes move boxes by about a box (standard deviation 1 after the coder's weights; FCOS's distances pass a ReLU)."""
     torch.manual_seed(seed)
     model = getattr(detection, name)(weights=None, weights_backbone=None).eval()
     retina = hasattr(model.head.classification_head, "cls_logits")
@@ -117,7 +118,7 @@ def postprocess(model, images, features, out, anchors):
 
 
 def cut(torch, model):
-    """The model from normalised input to its two raw head outputs: what a user exports for TensorRT."""
+    """The model from normalised input to its raw head outputs: what a user exports for TensorRT."""
 
     class Cut(torch.nn.Module):
         def __init__(self, m):
@@ -126,7 +127,7 @@ def cut(torch, model):
 
         def forward(self, x):
             o = self.m.head(list(self.m.backbone(x).values()))
-            return o["bbox_regression"], o["cls_logits"]
+            return tuple(o[k] for k in ("bbox_regression", "bbox_ctrness", "cls_logits") if k in o)
 
     return Cut(model).eval()  # export restores the wrapper's mode on everything under it
 
@@ -145,6 +146,8 @@ def main(job_path: str, out_dir: str) -> None:
             result["anchors"] = anchors[0].numpy()
             result["maps"] = np.array([list(f.shape[-2:]) for f in features])
             result["boxes"], result["logits"] = raw["bbox_regression"].numpy(), raw["cls_logits"].numpy()
+            if "bbox_ctrness" in raw:  # FCOS
+                result["ctrness"] = raw["bbox_ctrness"].numpy()
             for k, t in enumerate(spec["thresholds"]):
                 model.score_thresh = t
                 for i, d in enumerate(postprocess(model, images, features, raw, anchors)):

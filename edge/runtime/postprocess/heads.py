@@ -362,24 +362,35 @@ def _fit_torchvision(ctx: Context) -> Fit:
     from edge.runtime.postprocess.torchvision_heads import PRESETS, anchor_count, anchors_for, feature_maps
 
     outs = ctx.outputs
-    usage = "torchvision reads box regression [1, N, 4] and class logits [1, N, C]"
-    if ctx.task.type != "torchvision":
-        return "torchvision is chosen by task.type torchvision: its anchors follow the builder in task.torchvision.model"
-    if len(outs) != 2 or any(len(t.shape) != 3 or not all(_static(d) for d in t.shape[1:]) for t in outs):
-        return f"{usage}; got {shown(outs)}"
-    boxes = [t for t in outs if t.shape[2] == 4]
-    if len(boxes) == 2:
-        boxes = [t for t in outs if any(w in t.name.lower() for w in ("bbox", "box", "regression", "loc"))]
-    if len(boxes) != 1:
-        return f"{usage}: cannot tell the boxes from the scores in {shown(outs)}"
-    scores = outs[1] if outs[0] is boxes[0] else outs[0]
-    n, c = boxes[0].shape[1], scores.shape[2]
-    if scores.shape[1] != n:
-        return f"{usage}: {boxes[0].name} has {n} anchors, {scores.name} {scores.shape[1]}"
     cfg = ctx.task.torchvision
     preset = PRESETS[cfg.model]
+    fcos = preset.family == "fcos"
+    usage = (
+        "torchvision reads box regression [1, N, 4]" + (", centre-ness [1, N, 1]" if fcos else "") + " and class logits [1, N, C]"
+    )
+    if ctx.task.type != "torchvision":
+        return "torchvision is chosen by task.type torchvision: its anchors follow the builder in task.torchvision.model"
+    if len(outs) != 2 + fcos or any(len(t.shape) != 3 or not all(_static(d) for d in t.shape[1:]) for t in outs):
+        return f"{usage}; got {shown(outs)}"
+    roles: Dict[str, TensorInfo] = {}
+    if fcos:
+        ctr = [t for t in outs if "ctr" in t.name.lower() or "center" in t.name.lower() or "centre" in t.name.lower()]
+        if len(ctr) != 1 or ctr[0].shape[2] != 1:
+            return f"{usage}: the centre-ness output is named for it (bbox_ctrness), got {shown(outs)}"
+        roles["centerness"] = ctr[0]
+    rest = [t for t in outs if t not in roles.values()]
+    boxes = [t for t in rest if t.shape[2] == 4]
+    if len(boxes) == 2:
+        boxes = [t for t in rest if any(w in t.name.lower() for w in ("bbox", "box", "regression", "loc"))]
+    if len(boxes) != 1:
+        return f"{usage}: cannot tell the boxes from the scores in {shown(outs)}"
+    roles["boxes"] = boxes[0]
+    roles["scores"] = [t for t in rest if t is not boxes[0]][0]
+    n, c = boxes[0].shape[1], roles["scores"].shape[2]
+    if any(t.shape[1] != n for t in outs):
+        return f"{usage}: the outputs have {[t.shape[1] for t in outs]} anchors, not one count"
     if preset.family == "ssd" and c < 2:
-        return f"{scores.name} {list(scores.shape)} has no class besides the background"
+        return f"{roles['scores'].name} {list(roles['scores'].shape)} has no class besides the background"
     if not ctx.classes_ok(c):
         return ctx.class_note(c)
     w, h = ctx.spec.width, ctx.spec.height
@@ -393,8 +404,8 @@ def _fit_torchvision(ctx: Context) -> Fit:
             f"{n}; set task.torchvision.feature_maps to the backbone's maps"
         )
     anchors = anchors_for(preset, maps, w, h)
-    roles = {"boxes": boxes[0].name, "scores": scores.name}
-    return Head("torchvision", roles, layout=preset.family, classes=c, anchors=anchors, maps=maps)
+    names = {r: t.name for r, t in roles.items()}
+    return Head("torchvision", names, layout=preset.family, classes=c, anchors=anchors, maps=maps)
 
 
 def _fit_torchvision_nms(ctx: Context) -> Fit:

@@ -1,5 +1,6 @@
 """torchvision's one-stage detectors exported without their post-processing: box regression [1, N, 4] and class
-logits [1, N, C] per anchor, decoded as the torchvision builder named in ``task.torchvision.model`` decodes them.
+logits [1, N, C] per anchor (FCOS adds its centre-ness [1, N, 1]), decoded as the torchvision builder named in
+``task.torchvision.model`` decodes them.
 
 Anchors, in input pixels (x1, y1, x2, y2), in the order the heads emit them (level, row, column, anchor):
 
@@ -7,17 +8,18 @@ Anchors, in input pixels (x1, y1, x2, y2), in the order the heads emit them (lev
   k / (L - 1), with s_L = 1); a cell has the boxes (s_k, s_k), (s', s') with s' = sqrt(s_k * s_k+1), then for each
   aspect ratio a (s_k * sqrt(a), s_k / sqrt(a)) and the same turned; widths and heights clipped to [0, 1]; centres at
   (j + 0.5) / f_x with f_x = W / step (or the map's width without steps); scaled by the input's width and height.
-- RetinaNet (``AnchorGenerator``): per level, one anchor per (aspect ratio, size): width size / sqrt(r), height
-  size * sqrt(r), halved and rounded to whole pixels around the cell's corner (j * stride, i * stride), the stride
-  being input size // map size in whole pixels.
+- RetinaNet and FCOS (``AnchorGenerator``): per level, one anchor per (aspect ratio, size): width size / sqrt(r),
+  height size * sqrt(r), halved and rounded to whole pixels around the cell's corner (j * stride, i * stride), the
+  stride being input size // map size in whole pixels. FCOS has one square anchor a cell, as large as the stride.
 
-Box coder (``BoxCoder``, weights 10, 10, 5, 5 for SSD and 1 each for RetinaNet): encodings are [dx, dy, dw, dh];
+Box coders: ``BoxCoder`` (weights 10, 10, 5, 5 for SSD and 1 each for RetinaNet): encodings are [dx, dy, dw, dh];
 centre x = dx / wx * anchor width + anchor centre x, width = exp(min(dw / ww, ln(1000 / 16))) * anchor width.
-Boxes are clipped to the input before NMS, as torchvision does.
+``BoxLinearCoder`` (FCOS): distances [l, t, r, b] from the anchor's centre in anchor sizes. Boxes are clipped to
+the input before NMS, as torchvision does.
 
 Candidates: SSD takes softmax scores, drops the background (label 0) and keeps per class the best
 ``topk_candidates`` above the threshold; RetinaNet takes sigmoid scores and keeps per level the best
-``topk_candidates`` (anchor, class) pairs above it. NMS per class, then the best ``max_detections``. Class ids are
+``topk_candidates`` (anchor, class) pairs above it; FCOS the same with sqrt(sigmoid(logit) * sigmoid(centre-ness)). NMS per class, then the best ``max_detections``. Class ids are
 torchvision's labels (its COCO list starts with ``__background__``), so ``task.labels`` takes the 91 names of the
 weights' ``meta["categories"]``.
 """
@@ -44,7 +46,7 @@ class Preset:
     """What a torchvision builder fixes: its anchor generator, box coder, score function and post-processing
     values (``score``, ``iou``, ``detections``, ``topk``: torchvision's defaults for COCO evaluation)."""
 
-    family: str  # "ssd" (DefaultBoxGenerator, softmax) or "retinanet" (AnchorGenerator, sigmoid)
+    family: str  # "ssd" (DefaultBoxGenerator, softmax), "retinanet" (AnchorGenerator, sigmoid) or "fcos"
     weights: Tuple[float, float, float, float]
     iou: float
     detections: int
@@ -84,6 +86,9 @@ PRESETS: Dict[str, Preset] = {
     "retinanet_resnet50_fpn": Preset(
         "retinanet", (1.0, 1.0, 1.0, 1.0), 0.5, 300, 1000, ((0.5, 1.0, 2.0),) * 5, sizes=_RETINA_SIZES
     ),
+    "fcos_resnet50_fpn": Preset(
+        "fcos", (1.0, 1.0, 1.0, 1.0), 0.6, 100, 1000, ((1.0,),) * 5, sizes=((8,), (16,), (32,), (64,), (128,))
+    ),
 }
 
 
@@ -116,7 +121,7 @@ def feature_maps(model: str, width: int, height: int) -> List[Tuple[int, int]]:
         return list(zip(vgg(height), vgg(width)))
     if model == "ssdlite320_mobilenet_v3_large":
         return list(zip(chain(height, 4, 6), chain(width, 4, 6)))  # C4 at stride 16, then five stride-2 levels
-    return list(zip(chain(height, 3, 5), chain(width, 3, 5)))  # FPN P3..P7
+    return list(zip(chain(height, 3, 5), chain(width, 3, 5)))  # RetinaNet's and FCOS's FPN P3..P7
 
 
 def anchor_count(preset: Preset, maps: Sequence[Tuple[int, int]]) -> int:
@@ -183,6 +188,13 @@ def decode(codes: np.ndarray, anchors: np.ndarray, weights: Sequence[float]) -> 
     return np.stack([px - 0.5 * pw, py - 0.5 * ph, px + 0.5 * pw, py + 0.5 * ph], axis=1)
 
 
+def decode_linear(codes: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """torchvision's BoxLinearCoder(normalize_by_size=True).decode: [l, t, r, b] in anchor sizes from its centre."""
+    size = np.stack([anchors[:, 2] - anchors[:, 0], anchors[:, 3] - anchors[:, 1]] * 2, axis=1)
+    centre = np.stack([anchors[:, 0] + anchors[:, 2], anchors[:, 1] + anchors[:, 3]] * 2, axis=1) * 0.5
+    return centre + codes * size * np.array([-1, -1, 1, 1], np.float32)
+
+
 def _best(scores: np.ndarray, threshold: float, k: int) -> np.ndarray:
     """Indices of the at most ``k`` best scores above ``threshold``, best first (torch.topk's order)."""
     idx = np.flatnonzero(scores > threshold)
@@ -207,9 +219,15 @@ class TorchvisionHead:
         codes = as_float(names["boxes"], out[names["boxes"]]).reshape(n, 4)
         if self.preset.family == "ssd":
             anchor, cls, conf = self._ssd(softmax(logits))
+        elif self.preset.family == "retinanet":
+            anchor, cls, conf = self._per_level(sigmoid(logits))
         else:
-            anchor, cls, conf = self._retinanet(sigmoid(logits))
-        boxes = decode(codes[anchor], self.anchors[anchor], self.preset.weights)
+            ctr = as_float(names["centerness"], out[names["centerness"]]).reshape(n, 1)
+            anchor, cls, conf = self._per_level(np.sqrt(sigmoid(logits) * sigmoid(ctr)))
+        if self.preset.family == "fcos":
+            boxes = decode_linear(codes[anchor], self.anchors[anchor])
+        else:
+            boxes = decode(codes[anchor], self.anchors[anchor], self.preset.weights)
         boxes = np.clip(boxes, 0, self.bounds)  # torchvision clips before NMS
         keep = suppress(boxes, conf, cls, self.task)
         return detections(boxes[keep], conf[keep], cls[keep], tf, self.labels)
@@ -223,7 +241,7 @@ class TorchvisionHead:
         anchor, cls = np.concatenate(anchors), np.concatenate(classes)
         return anchor, cls, scores[anchor, cls]
 
-    def _retinanet(self, scores: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _per_level(self, scores: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         c = scores.shape[1]
         found, start = [], 0
         for end in self.level_ends:
