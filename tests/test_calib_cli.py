@@ -278,6 +278,15 @@ def test_a_run_config_with_model_asset_works_with_and_without_model(edge_calib, 
     # grey frames, no face: both ways read the same, and a tie keeps the model as given (the asset)
     assert re.search(r"equalize: INT8 agreement (\d\.\d{4}) equalized, \1 as given; kept the model as given", err), err
     assert "edge-build --set model.asset=blazeface-back-256 --int8 --calib-cache blazeface-back-256.cache" in out
+    assert "reports an object" not in out  # INT8 sees faces in grey (16 detections either reports)
+    # nothing to compare is said, not passed off as agreement: at 0.999 neither reports a face, 1.0 over none
+    status, out, err = edge_calib("--config", demo, "--images", "frames", "--set", "task.score_threshold=0.999")
+    assert status == 0, err
+    assert re.search(r"detections +0 +1\.0000", out), out
+    assert (
+        "note: neither FP32 nor INT8 reports an object on these 3 images, so the detections agreement measures "
+        "nothing; check with images that show objects, or a task.score_threshold below 0.999" in out
+    )
     # an explicit strength: the rescaled copy written beside the cache is the model to build
     status, out, err = edge_calib("--config", demo, "--images", "frames", "--equalize", "0.5")
     assert status == 0, err

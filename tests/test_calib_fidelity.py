@@ -19,6 +19,7 @@ from edge.calib.fidelity import (
     is_probability,
     lowest,
     render,
+    undecided,
 )
 from edge.graph.model import prepare
 
@@ -40,6 +41,14 @@ def test_the_lowest_agreement_and_its_output():
     assert lowest([]) == (1.0, None)
     results = [OutputFidelity("a", 4, 3), OutputFidelity("b", 4, 1), OutputFidelity("c", 4, 1)]
     assert lowest(results) == (0.25, "b")  # the first of a tie
+
+
+def test_a_decision_measure_with_nothing_compared_is_named():
+    """No object found either way: the detections' agreement reads 1.0 over nothing, which the report says."""
+    assert undecided([OutputFidelity("boxes", 0), OutputFidelity(DETECTIONS, 0)]) == DETECTIONS
+    assert undecided([OutputFidelity(ANCHORS, 0), OutputFidelity(DETECTIONS, 3, 3)]) == ANCHORS
+    assert undecided([OutputFidelity(DETECTIONS, 1, 0), OutputFidelity("scores", 0)]) is None  # a raw output is not one
+    assert undecided([]) is None
 
 
 def test_a_scalar_output_is_one_yes_no_decision():

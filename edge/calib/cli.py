@@ -630,6 +630,13 @@ def main(args: argparse.Namespace) -> int:
             + " over those either reports"
         )
     lines += fidelity.render(before.fidelity, check_images.count, check_images.name)
+    empty = fidelity.undecided(before.fidelity)
+    if empty is not None and task is not None:
+        lines.append(
+            f"note: neither FP32 nor INT8 reports an object on these {check_images.count} images, so the {empty} agreement "
+            f"measures nothing; check with images that show objects, or a task.score_threshold below "
+            f"{task.decoder.task.score_threshold:g}"
+        )
     if labelled is not None and checker.fp32_labelled is not None and before.labelled is not None:
         lines.append(_topk_line(labelled.name, checker.fp32_labelled, before.labelled))
     if ranking:

@@ -292,6 +292,12 @@ def lowest(results: List[OutputFidelity]) -> Tuple[float, Optional[str]]:
     return worst.agreement, worst.name
 
 
+def undecided(results: List[OutputFidelity]) -> Optional[str]:
+    """The detector's decision measure (anchors, detections) that had nothing to compare: neither FP32 nor INT8 found
+    an object on any image, so its agreement of 1.0 says nothing about INT8."""
+    return next((r.name for r in results if r.name in (ANCHORS, DETECTIONS) and not r.positions), None)
+
+
 def render(results: List[OutputFidelity], images: int, source: str) -> List[str]:
     width = max([len(r.name) for r in results] + [6])
     lines = [f"FP32 vs INT8 (Q/DQ in ONNX Runtime) on {images} images from {source}, no labels needed:"]
