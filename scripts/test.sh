@@ -43,9 +43,12 @@ if [ "${EDGE_NO_TORCH:-0}" != 1 ]; then
   python -m pip install -q --no-compile --no-deps ultralytics==8.4.190
   # torchvision's detection code is the reference of tests/test_torchvision.py (run in a child process, never
   # imported by edge): in a folder of its own, since PyPI's wheel is built for CUDA torch and would break the
-  # Ultralytics tests' imports inside .venv (tests/torchvision_reference.py says how the child loads it).
+  # Ultralytics tests' imports inside .venv (tests/torchvision_reference.py says how the child loads it). The
+  # marker is written after pip succeeds: without it an install was cut short, and --upgrade replaces what it left.
   tv="$HOME/.cache/edge/torchvision-0.28.0"
-  [ -d "$tv/torchvision-0.28.0.dist-info" ] || python -m pip install -q --no-compile --no-deps --target "$tv" torchvision==0.28.0
+  if [ ! -f "$tv/.installed" ]; then
+    python -m pip install -q --no-compile --no-deps --upgrade --target "$tv" torchvision==0.28.0 && touch "$tv/.installed"
+  fi
 fi
 # Every asset the tests read, before they start: a test that checks a command's one-line error must not see a
 # first download's progress lines (three did on a machine with an empty cache).

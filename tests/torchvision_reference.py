@@ -3,11 +3,11 @@
     python tests/torchvision_reference.py JOB.npz OUT_DIR
 
 torchvision 0.28.0 (BSD-3-Clause; the release paired with torch 2.13) is installed by ``scripts/test.sh`` with
-``pip --target`` into ``~/.cache/edge/torchvision-0.28.0`` (``EDGE_TORCHVISION`` names another folder), never into the
-test environment: PyPI's wheel is built against CUDA torch, so its compiled operators do not load beside the CPU torch
+``pip --target`` into ``~/.cache/edge/torchvision-0.28.0`` and marked complete by an empty ``.installed`` file there
+(``EDGE_TORCHVISION`` names another such folder), never into the test environment: PyPI's wheel is built against CUDA torch, so its compiled operators do not load beside the CPU torch
 here, and Ultralytics (tests/ultralytics_reference.py) would then import a broken torchvision. Everything the tests
 compare with is torchvision's Python code: the builders, ``DefaultBoxGenerator``, ``AnchorGenerator``, ``BoxCoder``,
-``SSD.postprocess_detections``, ``RetinaNet.postprocess_detections``, ``batched_nms`` and, for the whole-model export,
+``BoxLinearCoder``, the ``postprocess_detections`` of SSD, RetinaNet and FCOS, ``batched_nms`` and, for the whole-model export,
 ``GeneralizedRCNNTransform``. Its one compiled kernel used here, ``torchvision::nms``, is declared with torchvision's
 schema and backed by Ultralytics' pure-torch ``TorchNMS.nms`` (documented there as matching torchvision exactly); the
 ONNX export maps it to ONNX NonMaxSuppression with torchvision's own symbolic, so the exported graph never runs it.
