@@ -45,7 +45,9 @@ def test_slow_backend_never_delays_latest_or_samples():
             sampler.latest()
             sampler.samples()
             worst = max(worst, time.perf_counter() - t)
-        assert worst < 0.01
+        # blocked on the read, the first call would wait out most of its 0.3 s; 0.01 flaked at 0.0107 s on a loaded
+        # 2-core machine (three test workers), which is scheduling, not waiting on the read
+        assert worst < 0.1
         time.sleep(1.0)
     finally:
         sampler.stop()
