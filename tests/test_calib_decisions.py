@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from edge.calib.decisions import TaskDecisions, _mask_iou, match
-from edge.calib.fidelity import ANCHORS, DETECTIONS, FidelityMeter
+from edge.calib.fidelity import ANCHORS, DETECTIONS, FidelityMeter, render
 from edge.config import TaskConfig
 from edge.graph.model import prepare
 from edge.runtime.engines import TensorInfo
@@ -159,6 +159,26 @@ def test_detections_of_a_head_without_anchors_are_compared_through_its_decoder()
     assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == (3, 2)
     # a count of detections has no SQNR: the report shows "-" there
     assert math.isnan(got[DETECTIONS].sqnr_db)
+
+
+def test_a_torchvision_export_with_its_own_nms_is_one_image_of_any_number_of_rows():
+    """torchvision_nms has no batch axis: its rows are one image's detections, whose number INT8 may change. The
+    same three detections listed in another order all match (read row by row, as batched outputs are, A met C and
+    C met A: one match of five); the raw outputs, one row short in INT8, are not compared value by value and say so."""
+    boxes = np.array([[10, 10, 50, 50], [100, 100, 200, 200], [300, 300, 320, 330]], np.float32)
+    fp32 = {"boxes": boxes, "scores": np.array([0.9, 0.8, 0.7], np.float32), "labels": np.array([1, 2, 3], np.int64)}
+    int8 = {k: v[::-1].copy() for k, v in fp32.items()}
+    shapes = {"boxes": ("n", 4), "scores": ("n",), "labels": ("n",)}
+    meter = FidelityMeter(graph_of({"boxes": (3, 4), "scores": (3,), "labels": (3,)}), list(shapes), "nchw", task_for(shapes, []))
+    meter.update(fp32, int8)
+    meter.update(fp32, {k: v[:2] for k, v in fp32.items()})  # INT8 loses the third
+    got = {r.name: r for r in meter.summary()}
+    assert (got[DETECTIONS].positions, got[DETECTIONS].agree) == (6, 5)
+    assert got["boxes"].unaligned == got["labels"].unaligned == 1
+    assert got["labels"].positions == 3  # the first image's ids, compared in place (one of three equal: reversed)
+    assert got["labels"].agree == 1
+    text = "\n".join(render(list(got.values()), 2, "x"))
+    assert "boxes, scores, labels: INT8 gave another number of rows than FP32 in 1 batch(es)" in text
 
 
 def test_a_model_file_graph_loads_for_the_meter():

@@ -43,6 +43,25 @@ def test_the_lowest_agreement_and_its_output():
     assert lowest(results) == (0.25, "b")  # the first of a tie
 
 
+def test_an_output_never_aligned_has_no_sqnr_and_says_why():
+    """Every batch of another shape in INT8 (a graph's own NMS kept other rows): nothing compared value by value."""
+    r = OutputFidelity("boxes", unaligned=4)
+    assert math.isnan(r.sqnr_db) and r.to_dict() == {
+        "output": "boxes",
+        "positions": 0,
+        "agreement": 1.0,
+        "sqnr_db": None,  # JSON has no NaN
+        "unaligned": 4,
+    }
+    assert OutputFidelity("boxes", 2, 2, 4.0, 0.0, unaligned=1).sqnr_db == math.inf  # the aligned batches still count
+    lines = render([OutputFidelity("boxes", unaligned=4), OutputFidelity("scores")], 4, "frames")
+    assert lines[-1] == (
+        "  boxes: INT8 gave another number of rows than FP32 in 4 batch(es) (sizes the graph decides, as its own NMS "
+        "does); those were not compared value by value"
+    )
+    assert "another number" not in "\n".join(render([OutputFidelity("scores", 1, 1)], 1, "x"))
+
+
 def test_a_decision_measure_with_nothing_compared_is_named():
     """No object found either way: the detections' agreement reads 1.0 over nothing, which the report says."""
     assert undecided([OutputFidelity("boxes", 0), OutputFidelity(DETECTIONS, 0)]) == DETECTIONS

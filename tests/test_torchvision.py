@@ -290,3 +290,24 @@ def test_fcos_decodes_a_hand_built_output_by_its_definition():
     outs.pop("bbox_ctrness")
     with pytest.raises(ConfigError, match="centre-ness"):
         decode("fcos_resnet50_fpn", {**outs, "extra": ctr}, spec)
+
+
+def test_edge_calib_measures_the_whole_export_by_its_detections(tv, tmp_path, capsys):
+    """The whole export's outputs have as many rows as its own NMS keeps, which INT8 changes: edge calib compares
+    its detections per image and says which raw outputs it could not pair value by value (it stopped with "a bug in
+    edge" on the first image whose INT8 kept another number of rows)."""
+    from edge import cli
+
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i, rgb in enumerate(tv["whole"]):
+        cv2.imwrite(str(frames / f"{i}.png"), np.ascontiguousarray(rgb[:, :, ::-1]))
+    model = tv["out"] / f"{WHOLE}.whole.onnx"
+    argv = ["calib", str(model), "--images", str(frames), "--cache", str(tmp_path / "w.cache"), "--equalize", "0"]
+    status = cli.main([*argv, "--set", "input.resize=stretch", "--set", f"task.score_threshold={WHOLE_THRESHOLD}"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "decisions of torchvision_nms" in out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("detections"))
+    assert int(row[1]) > 0  # FP32 reports detections on these frames, so the agreement is of something
+    assert (tmp_path / "w.cache").is_file()

@@ -108,7 +108,14 @@ class TaskDecisions:
         top = np.take_along_axis(scores, best[..., None], axis=2)[..., 0]
         return np.where(top > self.decoder.task.score_threshold, best, -1)
 
+    @property
+    def batched(self) -> bool:
+        """Whether the outputs have a batch axis: a torchvision model exported whole has none (one image a run)."""
+        return self.head.kind != "torchvision_nms"
+
     def detections(self, outputs: Dict[str, np.ndarray], i: int) -> List[Any]:
+        if not self.batched:
+            return self.decoder(outputs, self.transform).detections
         return self.decoder({n: v[i : i + 1] for n, v in outputs.items()}, self.transform).detections
 
     def update(self, total: Matched, fp32: Dict[str, np.ndarray], int8: Dict[str, np.ndarray]) -> None:
@@ -122,7 +129,7 @@ class TaskDecisions:
                 seen = (a >= 0) | (b >= 0)
                 total.anchors += int(seen.sum())
                 total.anchors_agree += int((seen & (a == b)).sum())
-        images = len(next(iter(fp32.values())))
+        images = len(next(iter(fp32.values()))) if self.batched else 1
         for i in range(images):
             ref, got = self.detections(fp32, i), self.detections(int8, i)
             kept = match(ref, got)

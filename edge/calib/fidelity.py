@@ -38,6 +38,7 @@ class OutputFidelity:
     agree: int = 0
     signal: float = 0.0  # sum of FP32^2
     noise: float = 0.0  # sum of (FP32 - INT8)^2
+    unaligned: int = 0  # batches whose INT8 output had another shape (data-dependent sizes: a graph with its own NMS)
 
     @property
     def agreement(self) -> float:
@@ -45,6 +46,8 @@ class OutputFidelity:
 
     @property
     def sqnr_db(self) -> float:
+        if self.unaligned and self.signal == 0.0 and self.noise == 0.0:
+            return math.nan  # nothing was compared value for value
         if self.noise == 0.0:
             return math.inf
         if self.signal == 0.0:
@@ -52,7 +55,11 @@ class OutputFidelity:
         return 10.0 * math.log10(self.signal / self.noise)
 
     def to_dict(self) -> Dict[str, object]:
-        return {"output": self.name, "positions": self.positions, "agreement": self.agreement, "sqnr_db": self.sqnr_db}
+        sqnr = None if math.isnan(self.sqnr_db) else self.sqnr_db
+        out: Dict[str, object] = {"output": self.name, "positions": self.positions, "agreement": self.agreement, "sqnr_db": sqnr}
+        if self.unaligned:
+            out["unaligned"] = self.unaligned
+        return out
 
 
 def class_axis(rank: int, layout: str) -> int:
@@ -131,6 +138,9 @@ class FidelityMeter:
         for name, r in self.results.items():
             a = np.asarray(fp32[name])
             b = np.asarray(int8[name])
+            if a.shape != b.shape:  # INT8 kept another number of rows: no value pairs with a value of FP32's
+                r.unaligned += 1
+                continue
             if a.dtype.kind != "f":  # an integer output (class ids, counts): decisions only
                 same = a == b
                 r.positions += same.size
@@ -306,4 +316,11 @@ def render(results: List[OutputFidelity], images: int, source: str) -> List[str]
         agreement = f"{r.agreement:10.4f}" if r.positions or r.name in (ANCHORS, DETECTIONS, PIXELS) else f"{'-':>10}"
         sqnr = f"{r.sqnr_db:8.1f}" if not math.isnan(r.sqnr_db) else f"{'-':>8}"
         lines.append(f"  {r.name:{width}}  {r.positions:10d} {agreement} {sqnr}")
+    unaligned = [r for r in results if r.unaligned]
+    if unaligned:
+        lines.append(
+            f"  {', '.join(r.name for r in unaligned)}: INT8 gave another number of rows than FP32 in "
+            f"{max(r.unaligned for r in unaligned)} batch(es) (sizes the graph decides, as its own NMS does); those were "
+            "not compared value by value"
+        )
     return lines
