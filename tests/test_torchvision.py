@@ -311,3 +311,22 @@ def test_edge_calib_measures_the_whole_export_by_its_detections(tv, tmp_path, ca
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("detections"))
     assert int(row[1]) > 0  # FP32 reports detections on these frames, so the agreement is of something
     assert (tmp_path / "w.cache").is_file()
+
+
+def test_topk_candidates_cap_each_class_before_nms():
+    """SSD keeps per class the best topk_candidates above the threshold before NMS: two far-apart boxes of class 2
+    (NMS would keep both) leave only the better at a top-k of 1, and a class-1 box keeps its own place. Anchors 1134
+    and 1140 are the first boxes of cells (9, 9) and (9, 10) of SSDlite320's 20x20 level, centred 16 px apart."""
+    spec = PreprocessSpec(320, 320)
+    logits = np.full((1, 3234, 3), -30.0, np.float32)
+    logits[..., 0] = 0
+    logits[0, 1134, 2], logits[0, 2000, 2], logits[0, 1140, 1] = np.log(9.0), np.log(4.0), np.log(4.0)
+    outs = {"bbox_regression": np.zeros((1, 3234, 4), np.float32), "cls_logits": logits}
+    _, all_of_them = decode(WHOLE, outs, spec, score_threshold=0.5)
+    assert sorted(all_of_them[:, 5].tolist()) == [1, 2, 2]
+    t = TaskConfig(type="torchvision", torchvision=TorchvisionConfig(topk_candidates=1), score_threshold=0.5)
+    infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in outs.items()]
+    head = heads.choose(t, infos, spec, [])
+    dec = heads.build(head, resolved_task(t, head.kind), infos, spec, [])
+    got = dec(outs, plan_resize(spec, 320, 320)[2]).detections
+    assert [(d.class_id, round(d.score, 3)) for d in got] == [(2, 0.9), (1, 0.8)]

@@ -320,7 +320,7 @@ def _fit_picodet(ctx: Context) -> Fit:
 
 
 def _fit_ssd(ctx: Context) -> Fit:
-    from edge.runtime.postprocess.ssd import feature_maps, ssd_anchors
+    from edge.runtime.postprocess.ssd import anchor_count, feature_maps, ssd_anchors
 
     outs = ctx.outputs
     usage = "ssd reads box encodings [1, N, 4] and class scores [1, N, 1 + C] (background first)"
@@ -346,8 +346,7 @@ def _fit_ssd(ctx: Context) -> Fit:
     maps = [tuple(m) for m in cfg.feature_maps] if cfg.feature_maps else None
     if maps is None:
         maps = feature_maps(ctx.spec.width, ctx.spec.height, 6)
-    per_cell = len(cfg.aspect_ratios) + (cfg.interpolated_scale_aspect_ratio > 0)
-    count = sum(h * w * (3 if k == 0 and cfg.reduce_boxes_in_lowest_layer else per_cell) for k, (h, w) in enumerate(maps))
+    count = anchor_count(cfg, maps)
     if count != n:  # counted before any anchor is made: the maps come from the config
         return (
             f"task.ssd makes {count} anchors on feature maps {[list(m) for m in maps]} at "

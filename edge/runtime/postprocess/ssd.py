@@ -40,6 +40,23 @@ def feature_maps(width: int, height: int, layers: int, first_stride: int = 16) -
     return out
 
 
+def layer_specs(cfg: Any, scales: Sequence[float], k: int) -> List[Tuple[float, float]]:
+    """(scale, aspect ratio) of each anchor of a cell of layer k (SsdConfig ``cfg``); ``scales`` has one per layer and
+    one more."""
+    if k == 0 and cfg.reduce_boxes_in_lowest_layer:
+        return [(0.1, 1.0), (scales[0], 2.0), (scales[0], 0.5)]
+    specs = [(scales[k], a) for a in cfg.aspect_ratios]
+    if cfg.interpolated_scale_aspect_ratio > 0:
+        specs.append((float(np.sqrt(scales[k] * scales[k + 1])), cfg.interpolated_scale_aspect_ratio))
+    return specs
+
+
+def anchor_count(cfg: Any, maps: Sequence[Tuple[int, int]]) -> int:
+    """How many anchors ``ssd_anchors`` makes, counted without making them (the maps come from the config)."""
+    scales = [1.0] * (len(maps) + 1)  # the count does not depend on the scales
+    return sum(h * w * len(layer_specs(cfg, scales, k)) for k, (h, w) in enumerate(maps))
+
+
 def ssd_anchors(cfg: Any, maps: Sequence[Tuple[int, int]], width: int, height: int) -> np.ndarray:
     """(N, 4) anchors [ymin, xmin, ymax, xmax] in [0, 1] of TF's ssd_anchor_generator for ``cfg`` (SsdConfig)."""
     n = len(maps)
@@ -49,12 +66,7 @@ def ssd_anchors(cfg: Any, maps: Sequence[Tuple[int, int]], width: int, height: i
     base_h, base_w = short / height, short / width
     out = []
     for k, (fh, fw) in enumerate(maps):
-        if k == 0 and cfg.reduce_boxes_in_lowest_layer:
-            specs = [(0.1, 1.0), (scales[0], 2.0), (scales[0], 0.5)]
-        else:
-            specs = [(scales[k], a) for a in cfg.aspect_ratios]
-            if cfg.interpolated_scale_aspect_ratio > 0:
-                specs.append((float(np.sqrt(scales[k] * scales[k + 1])), cfg.interpolated_scale_aspect_ratio))
+        specs = layer_specs(cfg, scales, k)
         s = np.array([x for x, _ in specs], np.float32)
         r = np.sqrt(np.array([a for _, a in specs], np.float32))
         h, w = s / r * base_h, s * r * base_w

@@ -37,6 +37,7 @@ from edge.runtime.postprocess import Result
 from edge.runtime.postprocess.activations import sigmoid, softmax
 from edge.runtime.postprocess.boxes import as_float, suppress
 from edge.runtime.postprocess.detect import detections
+from edge.runtime.postprocess.ssd import feature_maps as strided_maps
 
 BBOX_XFORM_CLIP = math.log(1000.0 / 16)  # torchvision's BoxCoder: exp() of at most this
 
@@ -98,16 +99,6 @@ def _halve(n: int) -> int:
 
 def feature_maps(model: str, width: int, height: int) -> List[Tuple[int, int]]:
     """(rows, columns) of each level of the builder's backbone at this input size."""
-
-    def chain(n: int, first: int, levels: int) -> List[int]:
-        for _ in range(first):
-            n = _halve(n)
-        out = []
-        for _ in range(levels):
-            out.append(n)
-            n = _halve(n)
-        return out
-
     if model == "ssd300_vgg16":
         # VGG16 to conv4_3: three 2x2 poolings, the third in ceil mode; fc7 after a fourth; two stride-2 extras, then
         # two unpadded 3x3 convolutions
@@ -120,8 +111,8 @@ def feature_maps(model: str, width: int, height: int) -> List[Tuple[int, int]]:
 
         return list(zip(vgg(height), vgg(width)))
     if model == "ssdlite320_mobilenet_v3_large":
-        return list(zip(chain(height, 4, 6), chain(width, 4, 6)))  # C4 at stride 16, then five stride-2 levels
-    return list(zip(chain(height, 3, 5), chain(width, 3, 5)))  # RetinaNet's and FCOS's FPN P3..P7
+        return strided_maps(width, height, 6, first_stride=16)  # C4 at stride 16, then five stride-2 levels
+    return strided_maps(width, height, 5, first_stride=8)  # RetinaNet's and FCOS's FPN P3..P7
 
 
 def anchor_count(preset: Preset, maps: Sequence[Tuple[int, int]]) -> int:
