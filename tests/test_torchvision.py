@@ -282,10 +282,16 @@ def test_fcos_decodes_a_hand_built_output_by_its_definition():
     )
     codes[0, 19] = [1, 0.5, 2, 1]
     logits[0, 19, 1] = np.log(4.0)
+    # the very first anchor (cell (0, 0), centred on the corner (0, 0)) counts too: [-8, -8, 8, 8] clipped to the input
+    codes[0, 0] = [1, 1, 1, 1]
+    logits[0, 0, 2] = np.log(9.0)
     outs = {"bbox_regression": codes, "bbox_ctrness": ctr, "cls_logits": logits}
     head, got = decode("fcos_resnet50_fpn", outs, spec, score_threshold=0.5)
     assert head.maps == [(8, 8), (4, 4), (2, 2), (1, 1), (1, 1)]
-    assert got.tolist() == [[16, 12, 40, 24, pytest.approx(np.sqrt(0.8), abs=1e-6), 1]]
+    assert got.tolist() == [
+        [0, 0, 8, 8, pytest.approx(np.sqrt(0.9), abs=1e-6), 2],
+        [16, 12, 40, 24, pytest.approx(np.sqrt(0.8), abs=1e-6), 1],
+    ]
     # the centre-ness is found by its name; without one FCOS is refused naming it
     outs.pop("bbox_ctrness")
     with pytest.raises(ConfigError, match="centre-ness"):
