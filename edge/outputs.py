@@ -380,6 +380,19 @@ def commit_together(staged: Sequence[Staged]) -> List[Path]:
     return [s.path for s in staged]
 
 
+def write_together(files: Sequence[Tuple[PathLike, Union[str, bytes]]]) -> List[Path]:
+    """Write each (path, content) to its temp, then ``commit_together``: a failed write or a kill leaves the old set."""
+    staged = [Staged(path) for path, _ in files]
+    try:
+        for s, (_, content) in zip(staged, files):
+            s.write(content.encode() if isinstance(content, str) else content)
+    except BaseException:
+        for s in staged:
+            s.discard()
+        raise
+    return commit_together(staged)
+
+
 # -- checks made before the work -----------------------------------------------------------------------------------
 
 

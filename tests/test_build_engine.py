@@ -437,3 +437,157 @@ def test_a_0_input_named_with_a_terminal_escape_is_refused_printing_it_escaped(t
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "input 'x\\x1b]0;pwned\\x07' is [0, 3, 8, 8]" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_the_console_shows_errors_and_warnings_but_not_the_dla_fallback_warnings(capsys):
+    """TensorRT's ERROR lines and its non-DLA WARNING lines go to the console (first line only); the DLA fallback
+    warnings (the shapes of tests/test_build_placement.py's log) belong to the placement report; INFO never shows."""
+    from edge.builder.engine import _console
+    from tests.test_build_placement import LOG
+
+    for level, msg in LOG:
+        _console(level, msg)
+    assert capsys.readouterr().err == ""
+    int64 = (
+        "onnx2trt_utils.cpp:374: Your ONNX model has been generated with INT64 weights, while TensorRT does not natively "
+        "support INT64. Attempting to cast down to INT32."
+    )  # TensorRT 8.x's parser warning, as users post it
+    _console("WARNING", int64)
+    _console("ERROR", "2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error\nmore detail")
+    _console("INFO", "[MemUsageChange] Init CUDA: CPU +0, GPU +0, now: CPU 24, GPU 0 (MiB)")
+    assert capsys.readouterr().err.splitlines() == [
+        f"edge-build: TensorRT warning: {int64}",
+        "edge-build: TensorRT error: 2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error",
+    ]
+
+
+def _gemm_model(path, metadata=None):
+    """A model that takes no image: one Gemm over a [1, 10] vector (and ``metadata`` in its metadata_props)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.eye(10, 4, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_model_that_takes_no_image_builds_with_no_preprocessing_in_its_manifest(trt, tmp_path, capsys):
+    out = tmp_path / "g.engine"
+    assert edge_build(str(_gemm_model(tmp_path / "g.onnx")), "-o", str(out), "--target-cc", "8.6") == 0
+    manifest = json.loads((tmp_path / "g.engine.json").read_text())
+    assert manifest["preprocess"] is None and manifest["model_metadata"] == {} and manifest["plugins"] == []
+    assert manifest["io"] == [
+        {"name": "x", "mode": "input", "shape": [1, 10], "dtype": "float32", "format": "LINEAR"},
+        {"name": "y", "mode": "output", "shape": [1, 4], "dtype": "float32", "format": "LINEAR"},
+    ]
+    said = [line for line in capsys.readouterr().err.splitlines() if "manifest: no preprocessing recorded: " in line]
+    assert len(said) == 1 and "'x'" in said[0], said
+
+
+def test_the_manifest_carries_the_jetson_release_and_ultralytics_metadata(trt, tmp_path, monkeypatch):
+    """On a Jetson the manifest names L4T and JetPack from /etc/nv_tegra_release (JetPack 6.2's line here; 36.4 is read as 6.1/6.2); an ONNX
+    with Ultralytics' metadata (the keys Ultralytics' exporter writes) keeps all of it, as strings."""
+    import functools
+
+    from edge.builder import engine
+    from edge.manifest import read_l4t
+
+    release = tmp_path / "nv_tegra_release"
+    release.write_text(
+        "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025\n"
+    )
+    monkeypatch.setattr(engine, "read_l4t", functools.partial(read_l4t, release))
+    meta = {"author": "Ultralytics", "task": "classify", "stride": "1", "batch": "1", "imgsz": "[1, 10]",
+            "names": "{0: 'a', 1: 'b', 2: 'c', 3: 'd'}"}  # fmt: skip
+    out = tmp_path / "u.engine"
+    assert edge_build(str(_gemm_model(tmp_path / "u.onnx", meta)), "-o", str(out), "--target-cc", "8.6") == 0
+    manifest = json.loads((tmp_path / "u.engine.json").read_text())
+    assert manifest["device"]["l4t"] == "36.4.3" and manifest["device"]["jetpack"] == "6.1/6.2"  # L4T 36.4.x
+    assert manifest["model_metadata"] == meta
+
+
+@pytest.mark.parametrize(
+    "compatible, model, expected",
+    [
+        # the upstream Linux device trees (arch/arm64/boot/dts/nvidia): AGX Orin and AGX Xavier developer kits
+        (b"nvidia,p3737-0000+p3701-0000\0nvidia,p3701-0000\0nvidia,tegra234\0", b"NVIDIA Jetson AGX Orin Developer Kit\0",
+         ("NVIDIA Jetson AGX Orin Developer Kit", "8.7")),
+        (b"nvidia,p2972-0000\0nvidia,tegra194\0", b"NVIDIA Jetson AGX Xavier Developer Kit\0",
+         ("NVIDIA Jetson AGX Xavier Developer Kit", "7.2")),
+        (b"nvidia,p2972-0000\0nvidia,tegra194\0", None, (None, "7.2")),  # no model node: the SoC still says the target
+        (b"raspberrypi,4-model-b\0brcm,bcm2711\0", b"Raspberry Pi 4 Model B Rev 1.4\0", (None, None)),
+        (None, None, (None, None)),  # no device tree at all (x86)
+    ],
+)  # fmt: skip
+def test_without_pycuda_the_device_tree_names_the_jetson_and_its_compute_capability(tmp_path, compatible, model, expected):
+    from edge.builder.engine import gpu_here
+
+    tree = tmp_path / "device-tree"
+    tree.mkdir()
+    for name, data in (("compatible", compatible), ("model", model)):
+        if data is not None:
+            (tree / name).write_bytes(data)
+    assert gpu_here(tree) == expected
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        # /usr/local/cuda/version.json as CUDA 11.8 writes it (users post it), and JetPack 4's version.txt line
+        ({"version.json": '{\n   "cuda" : {\n      "name" : "CUDA SDK",\n      "version" : "11.8.20220929"\n   },\n'
+                          '   "cuda_nvcc" : {\n      "name" : "CUDA NVCC",\n      "version" : "11.8.89"\n   }\n}\n'},
+         "11.8.20220929"),
+        ({"version.txt": "CUDA Version 10.2.300\n"}, "10.2.300"),
+        ({"version.json": "{not json", "version.txt": "CUDA Version 10.2.300\n"}, "10.2.300"),
+        ({}, None),
+    ],
+)  # fmt: skip
+def test_the_cuda_release_comes_from_cuda_home(tmp_path, monkeypatch, files, expected):
+    from edge.builder.engine import cuda_version
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    assert cuda_version() == expected
+
+
+def test_an_fp16_model_on_a_strongly_typed_tensorrt_is_recorded_as_fp16(trt, tmp_path):
+    """TensorRT-RTX takes precision from the tensor types: a model exported in FP16 builds FP16 layers, and the
+    manifest's precisions say so (read from the network's layer outputs)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.full((4, 3, 3, 3), 0.1, np.float16), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT16, [1, 4, 16, 16])],
+        [w],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "h.onnx"))
+    assert edge_build(str(tmp_path / "h.onnx"), "-o", str(tmp_path / "h.engine"), "--target-cc", "8.6") == 0
+    manifest = json.loads((tmp_path / "h.engine.json").read_text())
+    assert manifest["precisions"] == ["fp16"] and manifest["io"][0]["dtype"] == "float16"
+
+
+def test_the_engine_may_not_overwrite_the_model(trt, demo_model, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "m.onnx"
+    shutil.copy(demo_model, model)
+    before = model.read_bytes()
+    assert edge_build(str(model), "-o", str(model)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [f"edge-build: error: --output {model}: is the same file as the input MODEL.onnx {model}; write to a new file"]
+    assert model.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

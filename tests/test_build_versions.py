@@ -381,3 +381,156 @@ def test_on_tensorrt_11_precision_flags_are_one_line_and_exit_2(release11, demo_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err, err
     assert not (tmp_path / "m.engine").exists()
+
+
+def test_a_timing_cache_is_saved_after_the_build_and_handed_to_the_next_one(release, demo_model, tmp_path, monkeypatch, capsys):
+    """--timing-cache: a new file starts from an empty cache; after the build the file holds what the builder
+    config's cache serialises to; the next build hands those bytes back; one from another release (set_timing_cache
+    returns False: NvInfer.h, "another GPU or TensorRT") is said and replaced by a new one."""
+    version, trt, machine, _ = release
+    handed = []
+    original = trt.IBuilderConfig.create_timing_cache
+
+    def record(self, data):
+        handed.append(bytes(data))
+        return original(self, data)
+
+    monkeypatch.setattr(trt.IBuilderConfig, "create_timing_cache", record)
+    timing = tmp_path / "t.timing"
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--timing-cache", str(timing)]
+    assert edge_build(*argv) == 0, capsys.readouterr().err
+    ours = f"timing {version}".encode()  # what this release's stand-in cache serialises to
+    assert handed == [b""] and timing.read_bytes() == ours
+    handed.clear()
+    assert edge_build(*argv) == 0
+    assert handed == [b"", ours]
+    assert f"timing cache: reusing {timing} ({len(ours)} bytes)" in capsys.readouterr().err
+    timing.write_bytes(b"timing 7.1.3")  # an older TensorRT's
+    handed.clear()
+    assert edge_build(*argv) == 0
+    assert handed == [b"", b"timing 7.1.3", b""]
+    assert f"timing cache {timing} is from another GPU or TensorRT; starting a new one" in capsys.readouterr().err
+    assert timing.read_bytes() == ours
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "8.6.1"])
+def test_the_8x_parser_takes_only_explicit_batch_networks(version, demo_model, monkeypatch):
+    """onnx-tensorrt 8.x's importModel refuses a network made without kEXPLICIT_BATCH (its ASSERT, node -1); edge
+    sets the flag, so the same file parses through edge's parse()."""
+    from edge.builder import trt as trt_api
+    from edge.builder.engine import parse
+
+    trt, _, _ = _install(version, monkeypatch)
+    builder = trt.Builder(trt_api.logger())
+    parser = trt.OnnxParser(builder.create_network(0), trt_api.logger())
+    assert not parser.parse_from_file(str(demo_model))
+    error = parser.get_error(0)
+    assert error.node() == -1 and "explicit batch dimension" in error.desc() and error.code() == trt.ErrorCode.INVALID_VALUE
+    caps = trt_api.detect(trt, builder)
+    network, _ = parse(trt, builder, caps, demo_model, strongly_typed=False)
+    assert network.num_layers > 50 and not network.has_implicit_batch_dimension
+
+
+def test_a_cache_of_another_calibrator_is_refused_without_images_and_replaced_with_them(
+    release, demo_model, megamind_frames, tmp_path, capsys
+):
+    """--calib-method minmax with an entropy cache: TensorRT would use the entropy scales as they are (the cache names
+    its algorithm in the header), so without images it stops in one line, and with them it calibrates again."""
+    from tests.test_build_engine import onnx_name_cache
+
+    version, trt, machine, _ = release
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache), "--calib-method", "minmax"]
+    assert edge_build(*argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "it holds EntropyCalibration2 scales, the build asks for MinMaxCalibration" in err[0], err
+    assert built(machine) == []
+    images = write_frames(tmp_path / "calib", dict(list(megamind_frames.items())[:2]))
+    assert edge_build(*argv, "--calib-images", str(images)) == 0
+    assert "calibrating again from the images and replacing it" in capsys.readouterr().err
+    assert read_cache(cache).header == f"TRT-{version_tag(RELEASED[version])}-MinMaxCalibration"
+
+
+def test_a_failed_build_names_the_last_three_errors_tensorrt_logged(release, demo_model, tmp_path, monkeypatch, capsys):
+    """A build TensorRT gives up on (None from build_serialized_network) is one line with its last three ERROR lines;
+    the lines are TensorRT 8.5's own from a published failure (no implementation for a node)."""
+    from tests import trt_standin
+
+    version, trt, machine, _ = release
+    said = [
+        "1: [stand-in] an earlier error",
+        "10: [optimizer.cpp::computeCosts::3728] Error Code 10: Internal Error (Could not find any implementation for node Conv_0.)",
+        "2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error (Assertion engine != nullptr failed. )",
+        "3: [stand-in] the last error",
+    ]
+
+    def fail(self, network, config):
+        for line in said:
+            trt_standin._log(self, "ERROR", line)
+        return None
+
+    monkeypatch.setattr(trt.Builder, "build_serialized_network", fail)
+    out = tmp_path / "m.engine"
+    assert edge_build(str(demo_model), "-o", str(out)) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "could not build" in line]
+    assert err == [f"edge-build: error: TensorRT could not build the engine: {'; '.join(said[1:])}"], err
+    assert not out.exists()
+
+
+def test_calibrating_again_into_a_cache_replaces_its_sidecar_too(release, demo_model, megamind_frames, tmp_path, capsys):
+    """A cache from `edge calib` has a sidecar (FP16 layers, the equalized model its scales fit). edge-build
+    calibrating again into that cache makes new scales: the old sidecar must not outlive them, or the next build with
+    the cache alone applies the old FP16 list to the new scales, or refuses them as another model's."""
+    import json
+
+    from edge.calib.sidecar import Sidecar, read_sidecar, sidecar_path
+    from tests.test_build_engine import onnx_name_cache
+
+    version, trt, machine, _ = release
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    old = Sidecar(["conv2d_1"], {"model": "m.equalized.onnx", "model_sha256": "0" * 64, "equalized": {"from": "m.onnx"}})
+    sidecar_path(cache).write_text(old.to_json())
+    images = write_frames(tmp_path / "calib", dict(list(megamind_frames.items())[:2]))
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache)]
+    assert edge_build(*argv, "--calib-images", str(images), "--calib-method", "minmax") == 0, capsys.readouterr().err
+    assert read_cache(cache).header.endswith("MinMaxCalibration")
+    fresh = read_sidecar(cache)
+    assert fresh is not None and fresh.layers == [] and "equalized" not in fresh.info
+    assert fresh.info["model"] == demo_model.name
+    capsys.readouterr()
+    assert edge_build(*argv, "--calib-method", "minmax") == 0, capsys.readouterr().err
+    assert not [c for c in machine.calls if c[0] == "ILayer.precision"]
+    assert json.loads(sidecar_path(cache).read_text())["layers"] == []
+
+
+def test_a_build_while_another_edge_writes_its_engine_or_cache_is_refused_naming_the_flag(
+    release, demo_model, megamind_frames, tmp_path, capsys
+):
+    """The engine set is held for the whole build, and so is the calibration cache when the build may rewrite it
+    (images given); a build that only reads the cache does not take it."""
+    import os
+
+    from edge.outputs import hold
+    from tests.test_build_engine import onnx_name_cache
+
+    version, _, machine, _ = release
+    out, cache = tmp_path / "m.engine", tmp_path / "m.cache"
+    held = hold(out, "edge-run")
+    assert edge_build(str(demo_model), "-o", str(out)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [f"edge-build: error: --output {out}: another edge (pid {os.getpid()}) is writing it now; wait for it to "
+                   "finish, or choose another path"], err  # fmt: skip
+    held.close()
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    before = cache.read_bytes()
+    held = hold(cache, "--cache")  # edge calib writing it
+    images = write_frames(tmp_path / "calib", dict(list(megamind_frames.items())[:2]))
+    argv = [str(demo_model), "-o", str(out), "--int8", "--calib-cache", str(cache)]
+    assert edge_build(*argv, "--calib-images", str(images)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"--calib-cache {cache}: another edge (pid {os.getpid()})" in err[0], err
+    assert built(machine) == [] and cache.read_bytes() == before
+    assert edge_build(*argv) == 0  # reading it only
+    held.close()

@@ -672,7 +672,7 @@ def test_edge_dla_edge_build_and_an_ultralytics_style_engine(ultra, exported, tm
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     manifest = json.loads(Path(f"{engine}.json").read_text())
-    assert manifest["model_metadata"]["task"] == "detect"
+    assert manifest["model_metadata"] == R.onnx_metadata(model) and manifest["model_metadata"]["task"] == "detect"
 
     meta = R.onnx_metadata(model)
     header = {k: ast.literal_eval(v) if k in ("imgsz", "names", "args", "end2end") else v for k, v in meta.items()}

@@ -606,6 +606,13 @@ class B_INetworkDefinition:
         self._onnx: Optional[Path] = None
 
     @property
+    def has_implicit_batch_dimension(self) -> bool:
+        """8.x: a network is implicit-batch unless made with kEXPLICIT_BATCH (NvInfer.h); 10.x removed implicit batch."""
+        if self._trt._surface_version.startswith("8."):
+            return not self._flags & (1 << int(self._trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
+        return False
+
+    @property
     def num_inputs(self) -> int:
         return self._rtx.num_inputs if self._rtx is not None else 0
 
@@ -727,6 +734,9 @@ class B_OnnxParser:
     def parse_from_file(self, model: str) -> bool:
         import tensorrt_rtx
 
+        if self._network.has_implicit_batch_dimension:  # onnx-tensorrt 8.x ModelImporter::importModel's first ASSERT
+            self._errors = [self._trt.ParserError._new("INVALID_VALUE", _ImplicitBatchError())]
+            return False
         rtx_logger = tensorrt_rtx.Logger(tensorrt_rtx.Logger.ERROR)
         builder = tensorrt_rtx.Builder(rtx_logger)
         network = builder.create_network(0)
@@ -747,6 +757,35 @@ class B_OnnxParser:
 
     def get_error(self, index: int) -> Any:
         return self._errors[index]
+
+
+class _ImplicitBatchError:
+    """The error onnx-tensorrt 8.5/8.6 reports for a network made without EXPLICIT_BATCH (its wording, node -1)."""
+
+    def desc(self) -> str:
+        return (
+            'Assertion failed: !_importer_ctx.network()->hasImplicitBatchDimension() && "This version of the ONNX parser '
+            "only supports TensorRT INetworkDefinitions with an explicit batch dimension. Please ensure the network was "
+            'created using the EXPLICIT_BATCH NetworkDefinitionCreationFlag."'
+        )
+
+    def file(self) -> str:
+        return "ModelImporter.cpp"
+
+    def line(self) -> int:
+        return 0
+
+    def func(self) -> str:
+        return "importModel"
+
+    def node(self) -> int:
+        return -1
+
+    def node_name(self) -> str:
+        return ""
+
+    def node_operator(self) -> str:
+        return ""
 
 
 class B_ParserError:

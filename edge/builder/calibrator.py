@@ -15,8 +15,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from edge.calib.cache import CalibrationCache, read_cache, writable, write_cache
+from edge.calib.cache import CalibrationCache, read_cache, writable
+from edge.calib.sidecar import Sidecar, sidecar_path
 from edge.errors import EdgeError
+from edge.outputs import write_together
 from edge.progress import Throttle, say
 
 # calib.method -> the TensorRT base class.
@@ -77,12 +79,14 @@ class CalibrationFeed:
         cached: Optional[bytes] = None,
         upload: Optional[Upload] = None,
         progress: Optional[Callable[..., None]] = None,
+        about: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.images = list(images)
         self.preprocess = preprocess
         self.input_name = input_name
         self.input_shape = tuple(input_shape)
         self.cache_path = cache_path
+        self.about = about or {}  # the sidecar's facts (model, its sha256, method) when this build writes the cache
         self.cached = cached  # a checked cache TensorRT may use instead of calibrating; None = calibrate
         self.written: Optional[bytes] = None  # the cache TensorRT produced by calibrating here
         self.upload = upload
@@ -171,8 +175,11 @@ class CalibrationFeed:
         if self.cache_path is None:
             return
         cache = CalibrationCache.from_bytes(data, origin="the cache TensorRT produced")
-        write_cache(self.cache_path, cache)
-        say(f"calibration: wrote {len(cache.scales)} scales to {self.cache_path}")
+        # With a new sidecar, committed together: an FP16 list or an equalized model from `edge calib` belongs to the
+        # old scales, and would otherwise be applied to (or refuse) these.
+        sidecar = Sidecar([], {**self.about, "written_by": "edge-build"})
+        write_together([(self.cache_path, cache.to_bytes()), (sidecar_path(self.cache_path), sidecar.to_json())])
+        say(f"calibration: wrote {len(cache.scales)} scales to {self.cache_path} (and an empty FP16 list beside it)")
 
 
 def make_calibrator(trt: Any, method: str, feed: CalibrationFeed) -> Any:

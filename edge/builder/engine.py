@@ -29,18 +29,22 @@ from edge.builder import placement as pl
 from edge.builder import trt as trt_api
 from edge.builder.config import BuildConfig, pool_bytes, target_cc
 from edge.builder.precision import apply_fp16_layers, check_equalized, fp16_from_sidecar
+from edge.calib.sidecar import sidecar_path
 from edge.errors import EdgeError, RunFailed
 from edge.graph.model import preflight
 from edge.inputs import read_small
 from edge.manifest import MANIFEST_VERSION, manifest_path, manifest_text, plugin_ops, read_l4t, sha256_file
-from edge.outputs import Staged, atomic_open, check_outputs, commit_together, hold, settle, write_atomic
+from edge.outputs import atomic_open, check_outputs, hold, settle, write_atomic, write_together
 from edge.progress import Heartbeat, say
 
 QDQ_HINT = "make a Q/DQ model with `edge calib --qdq` (its scales travel inside the ONNX) and build that without --int8"
 MAX_TIMING_CACHE_BYTES = 256 << 20  # tactic timings: a few MB for a large model
 # Jetson GPU compute capability -> DLA generation, for the offline prediction's rules.
 DLA_TARGETS = {"8.7": "orin", "7.2": "xavier"}
-_JETSON_CC = (("orin", "8.7"), ("xavier", "7.2"))  # /proc/device-tree/model names
+# The SoC entry of the device tree's compatible list -> its GPU's compute capability (every Jetson's upstream DTS
+# ends the list with its SoC: "nvidia,p3737-0000+p3701-0000", ..., "nvidia,tegra234").
+_SOC_CC = {"nvidia,tegra234": "8.7", "nvidia,tegra194": "7.2"}
+DEVICE_TREE = Path("/proc/device-tree")
 
 
 @dataclass
@@ -212,8 +216,9 @@ def typed_precisions(trt: Any, network: Any) -> List[str]:
     return sorted(found)
 
 
-def gpu_here() -> Tuple[Optional[str], Optional[str]]:
-    """(GPU name, compute capability) of this machine: pycuda when it can open the GPU, else the Jetson model name."""
+def gpu_here(device_tree: Path = DEVICE_TREE) -> Tuple[Optional[str], Optional[str]]:
+    """(GPU name, compute capability) of this machine: pycuda when it can open the GPU, else the Jetson's device tree
+    (its SoC for the compute capability, its model for the name)."""
     try:
         import pycuda.driver as cuda
 
@@ -223,13 +228,17 @@ def gpu_here() -> Tuple[Optional[str], Optional[str]]:
         return dev.name(), f"{major}.{minor}"
     except Exception:  # no pycuda, no driver or no GPU: all mean "ask the device tree"
         pass
-    model = Path("/proc/device-tree/model")
-    if model.is_file():
-        text = model.read_text(errors="replace").strip("\x00\n ")
-        for key, cc in _JETSON_CC:
-            if key in text.lower():
-                return text, cc
-    return None, None
+    cc = None
+    try:
+        with open(device_tree / "compatible", "rb") as f:
+            entries = [e.decode("ascii", "replace") for e in f.read(4096).split(b"\0")]
+        cc = next((_SOC_CC[e] for e in entries if e in _SOC_CC), None)
+        if cc is not None:
+            with open(device_tree / "model", "rb") as f:
+                return f.read(4096).decode("utf-8", "replace").strip("\x00\n ") or None, cc
+    except OSError:  # no device tree (not an ARM board), or a Jetson's without a model: its SoC still names the target
+        pass
+    return None, cc
 
 
 def cuda_version() -> Optional[str]:
@@ -299,12 +308,14 @@ def check_engine_outputs(cfg: BuildConfig, onnx: Path, engines: Dict[str, Path])
     for name, out in engines.items():
         of = "" if len(engines) == 1 else f" of {name}"
         outputs.update({name: out, f"the manifest{of}": manifest_path(out), f"the placement report{of}": report_path(out)})
+    cache = cfg.optional_path(cfg.calib.cache)
     outputs.update(
         {
             cfg.name_of("log"): cfg.optional_path(cfg.log),
             # read when present and written after: outputs, so they may be neither the model nor each other
             cfg.name_of("timing_cache"): cfg.optional_path(cfg.timing_cache),
-            cfg.name_of("calib.cache"): cfg.optional_path(cfg.calib.cache),
+            cfg.name_of("calib.cache"): cache,
+            f"{cfg.name_of('calib.cache')} (its sidecar)": sidecar_path(cache) if cache is not None else None,
         }
     )
     check_outputs(outputs, {cfg.name_of("model.path"): onnx, "--config": cfg.config_file})
@@ -335,6 +346,8 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
     _held = hold(out, cfg.name_of("model.engine"))  # noqa: F841 - held to the end of build: one build per engine at a time
     preflight(onnx)
     cache = cfg.optional_path(cfg.calib.cache)
+    if cfg.int8 and scales is None and cfg.calib.images is not None and cache is not None:
+        _held_cache = hold(cache, cfg.name_of("calib.cache"))  # noqa: F841 - this build may write it: no edge calib meanwhile
     if cfg.int8 and scales is None and cfg.calib.images is None and cache is not None:
         settle(cache)  # edge calib killed while committing: its cache, sidecar and equalized model are whole again
         if cache.is_file():
@@ -383,10 +396,10 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         prebuild = _prebuild(cfg, caps, config, network, parsed, shapes, cc) if dla else None
         if translated is not None:
             feed = _calibration(
-                trt, cfg, caps, config, network, profile, shapes, _translated_scales(trt, network, caps, cfg, translated)
+                trt, cfg, caps, config, network, profile, shapes, onnx, _translated_scales(trt, network, caps, cfg, translated)
             )
         else:
-            feed = _calibration(trt, cfg, caps, config, network, profile, shapes, scales) if cfg.int8 else None
+            feed = _calibration(trt, cfg, caps, config, network, profile, shapes, onnx, scales) if cfg.int8 else None
         if feed is not None:
             stack.callback(feed.close)
         if translated is not None and translated.fp16_layers:
@@ -415,16 +428,8 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
         seconds = time.monotonic() - started
         data = _manifest(trt, cfg, caps, p, network, shapes, out, size, digest, onnx, gpu_name, cc, started_at, seconds)
         report = report_path(out)
-        files = [(out, engine_bytes), (manifest_path(out), manifest_text(data)), (report, pl.report_text(placement))]
-        staged = [Staged(path) for path, _ in files]
-        try:
-            for s, (_, content) in zip(staged, files):
-                s.write(content.encode() if isinstance(content, str) else content)
-        except BaseException:
-            for s in staged:
-                s.discard()
-            raise
-        commit_together(staged)  # a kill at any moment leaves the old engine+manifest+report or the new ones
+        # a kill at any moment leaves the old engine+manifest+report or the new ones
+        write_together([(out, engine_bytes), (manifest_path(out), manifest_text(data)), (report, pl.report_text(placement))])
         manifest = manifest_path(out)
         warned = sum(1 for level, _ in sink.lines if level == "WARNING")
     used = None
@@ -570,6 +575,7 @@ def _calibration(
     network: Any,
     profile: Any,
     shapes: Dict[str, Tuple[int, ...]],
+    onnx: Path,
     scales: Optional[Scales] = None,
 ) -> Any:
     from edge.builder.calibrator import CalibrationFeed, make_calibrator, usable_cache
@@ -584,7 +590,8 @@ def _calibration(
         cached = usable_cache(cache_path, caps.version, cfg.algorithm, images_dir is not None, trt, network)
     images = find_images(images_dir, cfg.calib.max_images) if (images_dir is not None and cached is None) else []
     tensor, spec = _image_input(trt, cfg, network, shapes)
-    feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached)
+    about = {"model": onnx.name, "model_sha256": sha256_file(onnx), "method": cfg.calib.method} if images else None
+    feed = CalibrationFeed(images, Preprocessor(spec), tensor.name, shapes[tensor.name], cache_path, cached, about=about)
     if cached is None:
         say(
             f"calibration: {len(images)} images from {images_dir}, {feed.total_batches} batches of {feed.batch_size} ({cfg.calib.method})"
