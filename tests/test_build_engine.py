@@ -482,16 +482,21 @@ def _gemm_model(path, metadata=None):
 
 
 def test_a_model_that_takes_no_image_builds_with_no_preprocessing_in_its_manifest(trt, tmp_path, capsys):
+    """Also: with no GPU here (no pycuda, no device tree) and no --target-cc, the manifest has no compute capability
+    and a note says so."""
     out = tmp_path / "g.engine"
-    assert edge_build(str(_gemm_model(tmp_path / "g.onnx")), "-o", str(out), "--target-cc", "8.6") == 0
+    assert edge_build(str(_gemm_model(tmp_path / "g.onnx")), "-o", str(out)) == 0
     manifest = json.loads((tmp_path / "g.engine.json").read_text())
     assert manifest["preprocess"] is None and manifest["model_metadata"] == {} and manifest["plugins"] == []
+    assert manifest["device"]["compute_capability"] is None
     assert manifest["io"] == [
         {"name": "x", "mode": "input", "shape": [1, 10], "dtype": "float32", "format": "LINEAR"},
         {"name": "y", "mode": "output", "shape": [1, 4], "dtype": "float32", "format": "LINEAR"},
     ]
-    said = [line for line in capsys.readouterr().err.splitlines() if "manifest: no preprocessing recorded: " in line]
+    printed = capsys.readouterr()
+    said = [line for line in printed.err.splitlines() if "manifest: no preprocessing recorded: " in line]
     assert len(said) == 1 and "'x'" in said[0], said
+    assert "note: no GPU here and no --target-cc: the manifest cannot name the compute capability" in printed.out
 
 
 def test_the_manifest_carries_the_jetson_release_and_ultralytics_metadata(trt, tmp_path, monkeypatch):
@@ -548,6 +553,7 @@ def test_without_pycuda_the_device_tree_names_the_jetson_and_its_compute_capabil
                           '   "cuda_nvcc" : {\n      "name" : "CUDA NVCC",\n      "version" : "11.8.89"\n   }\n}\n'},
          "11.8.20220929"),
         ({"version.txt": "CUDA Version 10.2.300\n"}, "10.2.300"),
+        ({"version.txt": "no release here\n"}, None),
         ({"version.json": "{not json", "version.txt": "CUDA Version 10.2.300\n"}, "10.2.300"),
         ({}, None),
     ],
@@ -579,6 +585,7 @@ def test_an_fp16_model_on_a_strongly_typed_tensorrt_is_recorded_as_fp16(trt, tmp
     assert edge_build(str(tmp_path / "h.onnx"), "-o", str(tmp_path / "h.engine"), "--target-cc", "8.6") == 0
     manifest = json.loads((tmp_path / "h.engine.json").read_text())
     assert manifest["precisions"] == ["fp16"] and manifest["io"][0]["dtype"] == "float16"
+    assert manifest["preprocess"]["dtype"] == "float16"  # what edge-run's preprocessing writes into the input
 
 
 def test_the_engine_may_not_overwrite_the_model(trt, demo_model, tmp_path, capsys):
@@ -591,3 +598,43 @@ def test_the_engine_may_not_overwrite_the_model(trt, demo_model, tmp_path, capsy
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert err == [f"edge-build: error: --output {model}: is the same file as the input MODEL.onnx {model}; write to a new file"]
     assert model.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_the_log_may_not_overwrite_the_model(trt, demo_model, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "m.onnx"
+    shutil.copy(demo_model, model)
+    before = model.read_bytes()
+    assert edge_build(str(model), "-o", str(tmp_path / "m.engine"), "--log", str(model)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [f"edge-build: error: --log {model}: is the same file as the input MODEL.onnx {model}; write to a new file"]
+    assert model.read_bytes() == before
+
+
+def test_a_dynamic_input_without_shape_is_told_the_size_in_its_ultralytics_metadata(trt, tmp_path, capsys):
+    """The --shape hint for a dynamic input takes imgsz from the ONNX file's Ultralytics metadata (320 here), not 640."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.full((4, 3, 3, 3), 0.1, np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w"], ["y"], pads=[1, 1, 1, 1])],
+        "g",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, "height", "width"])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    for key, value in {
+        "author": "Ultralytics",
+        "task": "detect",
+        "stride": "32",
+        "imgsz": "[320, 320]",
+        "names": "{0: 'a'}",
+    }.items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(tmp_path / "d.onnx"))
+    assert edge_build(str(tmp_path / "d.onnx"), "-o", str(tmp_path / "d.engine")) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and err[0].endswith("pass --shape images=1x3x320x320"), err

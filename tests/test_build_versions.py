@@ -11,6 +11,7 @@ modelled; what only a Jetson can confirm is listed in docs/verified.md.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -109,9 +110,10 @@ def test_the_dla_memory_pools_reach_the_builder_config(release, demo_model, tmp_
 
     monkeypatch.setattr(trt.IBuilderConfig, "set_memory_pool_limit", record)
     argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "0", "--fp16", "--dla-sram", "0.5"]
-    argv += ["--set", "dla.local_dram_mib=64", "--set", "dla.global_dram_mib=128"]
+    argv += ["--set", "dla.local_dram_mib=64", "--set", "dla.global_dram_mib=128", "--set", "workspace_mib=256"]
     assert edge_build(*argv) == 0, capsys.readouterr().err
-    assert seen == {"DLA_MANAGED_SRAM": 1 << 19, "DLA_LOCAL_DRAM": 64 << 20, "DLA_GLOBAL_DRAM": 128 << 20}
+    pools = {"DLA_MANAGED_SRAM": 1 << 19, "DLA_LOCAL_DRAM": 64 << 20, "DLA_GLOBAL_DRAM": 128 << 20, "WORKSPACE": 256 << 20}
+    assert seen == pools
 
 
 def test_dynamic_onnx_gets_one_profile_per_buffer_set_and_runs_on_two_buffer_sets(release, tmp_path, monkeypatch):
@@ -169,6 +171,9 @@ def test_int8_from_images_calibrates_in_the_primary_context_and_writes_the_cache
     assert driver.contexts_made == [] and "pycuda.autoinit" not in sys.modules
     assert driver.Context.get_current() is None  # nothing left current on the builder's thread
     assert [op for op in driver.log if op[0] == "mem_free"]  # the batch buffer was freed after the build
+    from edge.builder.engine import report_path
+
+    assert json.loads(report_path(out).read_text())["int8"] == "calibrated from images"
 
 
 def test_int8_from_an_edge_calib_cache_alone(release, demo_model, tmp_path, capsys):
@@ -187,6 +192,9 @@ def test_int8_from_an_edge_calib_cache_alone(release, demo_model, tmp_path, caps
     assert set(CalibrationCache.from_bytes(before).scales) <= set(CalibrationCache.from_bytes(used[0].encode()).scales)
     assert cache.read_bytes() == before
     assert "have no scale; TensorRT runs the layers that touch them in FP16/FP32" in capsys.readouterr().err
+    from edge.builder.engine import report_path
+
+    assert json.loads(report_path(out).read_text())["int8"] == "calibration cache"
 
 
 def test_a_cache_for_another_release_stops_a_build_without_images(release, demo_model, tmp_path, capsys):
@@ -268,8 +276,6 @@ def edge_qdq(tmp_path_factory, demo_model, megamind_frames):
 def test_a_dla_build_of_edges_qdq_model_uses_its_embedded_cache(release, edge_qdq, tmp_path, capsys):
     """JetPack 5/6's DLA takes no Q/DQ: edge-build removes the pairs and hands TensorRT edge calib's own scales
     (those of the cache it wrote beside the model) as the calibration cache; no image is read, no --int8 needed."""
-    import json
-
     version, trt, machine, _ = release
     qdq, cache = edge_qdq
     out = tmp_path / "q.engine"
@@ -290,13 +296,12 @@ def test_a_dla_build_of_edges_qdq_model_uses_its_embedded_cache(release, edge_qd
         and "from edge calib's cache in the model" in report["int8"]
     )
     assert "note: INT8 for the DLA from the Q/DQ model: " in printed.out
+    assert "calibration cache (from the Q/DQ model): names " in printed.err  # how the scales fit the parsed network
 
 
 def test_a_dla_build_of_model_optimizers_qdq_model_follows_nvidias_translator(release, tmp_path, capsys):
     """A Q/DQ model edge did not write (Model Optimizer's, tests/fixtures/qdq): the scales its pairs carry, passed on
     as NVIDIA's translator does, and its ten FP16 layers with precision constraints obeyed."""
-    import json
-
     from edge.builder.engine import report_path
 
     version, trt, machine, _ = release
@@ -315,8 +320,6 @@ def test_a_dla_build_of_model_optimizers_qdq_model_follows_nvidias_translator(re
 
 
 def test_a_gpu_build_takes_the_qdq_model_as_it_is_and_int8_with_qdq_on_the_dla_is_one_line(release, edge_qdq, tmp_path, capsys):
-    import json
-
     from edge.builder.engine import report_path
 
     version, trt, machine, _ = release
@@ -358,8 +361,6 @@ def test_tensorrt_11_is_strongly_typed_without_calibrators(release11):
 def test_on_tensorrt_11_edges_qdq_model_builds_as_it_is_and_the_report_says_so(release11, edge_qdq, tmp_path, capsys, dla):
     """No translation on TensorRT 11, on the GPU or the DLA (whose 11.4.1 takes strongly typed Q/DQ networks): the
     pairs stay, nothing is calibrated and no builder flag is set."""
-    import json
-
     from edge.builder.engine import report_path
 
     trt, machine = release11
@@ -482,8 +483,6 @@ def test_calibrating_again_into_a_cache_replaces_its_sidecar_too(release, demo_m
     """A cache from `edge calib` has a sidecar (FP16 layers, the equalized model its scales fit). edge-build
     calibrating again into that cache makes new scales: the old sidecar must not outlive them, or the next build with
     the cache alone applies the old FP16 list to the new scales, or refuses them as another model's."""
-    import json
-
     from edge.calib.sidecar import Sidecar, read_sidecar, sidecar_path
     from tests.test_build_engine import onnx_name_cache
 
@@ -534,3 +533,97 @@ def test_a_build_while_another_edge_writes_its_engine_or_cache_is_refused_naming
     assert built(machine) == [] and cache.read_bytes() == before
     assert edge_build(*argv) == 0  # reading it only
     held.close()
+
+
+def test_sigterm_during_a_build_cancels_it_through_the_progress_monitor(demo_model, tmp_path, monkeypatch, capsys):
+    """TensorRT 10.3's build asks its IProgressMonitor after each step (NvInfer.h: stepComplete returns false to
+    stop). A SIGTERM while it builds makes edge's monitor say stop, so the build returns within a step, the command
+    ends "terminated" (143) with the old engine kept, and TensorRT's BuildCanceled error is not shown as a failure."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from edge import stoppable
+    from tests import trt_standin
+
+    trt, _, _ = _install("10.3.0", monkeypatch)
+    steps = []
+
+    def long_build(self, network, config):
+        monitor = config.progress_monitor
+        monitor.phase_start("Building the engine (stand-in)", None, 400)
+        for step in range(400):  # 4 s if nothing says stop
+            steps.append(step)
+            if not monitor.step_complete("Building the engine (stand-in)", step):
+                break
+            time.sleep(0.01)
+        monitor.phase_finish("Building the engine (stand-in)")
+        trt_standin._log(self, "ERROR", "IBuilder::buildSerializedNetwork: Error Code 7: BuildCanceled")
+        return None
+
+    monkeypatch.setattr(trt.Builder, "build_serialized_network", long_build)
+    out = tmp_path / "m.engine"
+    out.write_bytes(b"the previous engine")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    try:
+        timer.start()
+        assert edge_build(str(demo_model), "-o", str(out)) == 128 + signal.SIGTERM
+        assert not stoppable.abandoned(), "the build ran on past the grace period: the monitor did not stop it"
+    finally:
+        timer.cancel()
+        stoppable._abandoned.clear()
+    err = capsys.readouterr().err
+    assert err.rstrip().splitlines()[-1] == "edge-build: terminated" and "BuildCanceled" not in err, err
+    assert 0 < len(steps) < 200 and out.read_bytes() == b"the previous engine"
+
+
+def test_warnings_during_the_build_are_shown_and_counted_dla_fallbacks_only_counted(
+    release, demo_model, tmp_path, monkeypatch, capsys
+):
+    from tests import trt_standin
+
+    version, trt, machine, _ = release
+    original = trt.Builder.build_serialized_network
+    fallback = "Layer 'head/Transpose' (SHUFFLE): Unsupported on DLA. Switching this layer's device type to GPU."
+    other = "Detected layernorm nodes in FP16: this may cause overflow (a warning TensorRT 10 gives)"
+
+    def warn_then_build(self, network, config):
+        trt_standin._log(self, "WARNING", fallback)
+        trt_standin._log(self, "WARNING", other)
+        return original(self, network, config)
+
+    monkeypatch.setattr(trt.Builder, "build_serialized_network", warn_then_build)
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--dla", "0") == 0
+    said = capsys.readouterr()
+    assert f"edge-build: TensorRT warning: {other}" in said.err.splitlines() and "Switching this layer" not in said.err
+    assert "; 2 TensorRT warning(s)" in said.out
+
+
+def test_a_dla_build_with_a_target_runs_the_offline_prediction_before_the_build(release, demo_model, tmp_path, capsys):
+    out = tmp_path / "m.engine"
+    assert edge_build(str(demo_model), "-o", str(out), "--dla", "0", "--dla-target", "orin") == 0
+    err = capsys.readouterr().err
+    assert "pre-build: edge dla predicts " in err and " ONNX nodes on the DLA in " in err, err
+    from edge.builder.engine import report_path
+
+    prediction = json.loads(report_path(out).read_text())["prebuild"]["prediction"]
+    assert prediction["summary"]["dla_nodes"] > 0 and prediction["target"] == "orin"
+
+
+def test_a_qdq_model_whose_fp16_list_names_a_layer_the_network_lacks_is_refused(release, edge_qdq, tmp_path, capsys):
+    """The FP16 list travels in the Q/DQ model's metadata; an edited one naming no layer of the parsed network stops
+    the DLA build in one line that says where the list came from."""
+    import onnx
+
+    from edge.graph.qdq_translate import FP16_KEY
+
+    qdq, _ = edge_qdq
+    model = onnx.load(str(qdq))
+    entry = next(p for p in model.metadata_props if p.key == FP16_KEY)
+    entry.value = json.dumps(["no_such_layer"])
+    edited = tmp_path / "edited.qdq.onnx"
+    onnx.save(model, str(edited))
+    assert edge_build(str(edited), "-o", str(tmp_path / "m.engine"), "--dla", "0") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "the Q/DQ model's FP16 layers: layer 'no_such_layer'" in err[0], err
