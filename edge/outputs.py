@@ -309,6 +309,12 @@ class Held:
 
     __del__ = close
 
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _same_file(path: Path, fd: int) -> bool:
     a, b = os.stat(path, follow_symlinks=False), os.fstat(fd)

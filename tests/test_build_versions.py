@@ -627,3 +627,45 @@ def test_a_qdq_model_whose_fp16_list_names_a_layer_the_network_lacks_is_refused(
     assert edge_build(str(edited), "-o", str(tmp_path / "m.engine"), "--dla", "0") == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and "the Q/DQ model's FP16 layers: layer 'no_such_layer'" in err[0], err
+
+
+def test_a_full_disk_while_the_new_sidecar_is_written_keeps_the_old_cache_and_sidecar(
+    release, demo_model, megamind_frames, tmp_path, monkeypatch, capsys
+):
+    """The recalibrated cache and its sidecar go in together: a write that fails on the second (ENOSPC from os.write
+    for the sidecar's temp) leaves both old files as they were, no temp behind, and one line."""
+    import errno
+    import os
+
+    from edge import outputs
+    from edge.calib.sidecar import Sidecar, sidecar_path
+    from tests.test_build_engine import onnx_name_cache
+
+    version, _, _, _ = release
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    sidecar_path(cache).write_text(Sidecar(["conv2d_1"], {"model": "m.onnx"}).to_json())
+    before = {p.name: p.read_bytes() for p in (cache, sidecar_path(cache))}
+    real_write = os.write
+    sidecar_fds = set()
+    original_init = outputs.Staged.__init__
+
+    def init(self, path, *a, **k):
+        original_init(self, path, *a, **k)
+        if str(path).endswith(".cache.json"):
+            sidecar_fds.add(self.fd)
+
+    def write(fd, data):
+        if fd in sidecar_fds:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(outputs.Staged, "__init__", init)
+    monkeypatch.setattr(outputs.os, "write", write)
+    images = write_frames(tmp_path / "calib", dict(list(megamind_frames.items())[:2]))
+    argv = [str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache)]
+    code = edge_build(*argv, "--calib-images", str(images), "--calib-method", "minmax")
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert code == 2 and len(err) == 1 and "m.cache.json" in err[0] and "No space left" in err[0], (code, err)
+    assert {p.name: p.read_bytes() for p in (cache, sidecar_path(cache))} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calib", "m.cache", "m.cache.json"]

@@ -343,18 +343,19 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     onnx = model_path(cfg)
     out = engine_path(cfg, onnx)
-    _held = hold(out, cfg.name_of("model.engine"))  # noqa: F841 - held to the end of build: one build per engine at a time
-    preflight(onnx)
-    cache = cfg.optional_path(cfg.calib.cache)
-    if cfg.int8 and scales is None and cfg.calib.images is not None and cache is not None:
-        _held_cache = hold(cache, cfg.name_of("calib.cache"))  # noqa: F841 - this build may write it: no edge calib meanwhile
-    if cfg.int8 and scales is None and cfg.calib.images is None and cache is not None:
-        settle(cache)  # edge calib killed while committing: its cache, sidecar and equalized model are whole again
-        if cache.is_file():
-            check_equalized(cache, onnx)
-    trt = trt_api.load()
-    settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
+    # The locks are released when the build ends, also by an error that keeps this frame alive in a reference cycle.
     with ExitStack() as stack:
+        stack.enter_context(hold(out, cfg.name_of("model.engine")))  # one build per engine at a time
+        preflight(onnx)
+        cache = cfg.optional_path(cfg.calib.cache)
+        if cfg.int8 and scales is None and cfg.calib.images is not None and cache is not None:
+            stack.enter_context(hold(cache, cfg.name_of("calib.cache")))  # this build may write it: no edge calib meanwhile
+        if cfg.int8 and scales is None and cfg.calib.images is None and cache is not None:
+            settle(cache)  # edge calib killed while committing: its cache, sidecar and equalized model are whole again
+            if cache.is_file():
+                check_equalized(cache, onnx)
+        trt = trt_api.load()
+        settle(out)  # an earlier build killed while committing: finish it, so its pair is whole before we replace it
         if log_file is None and cfg.log:
             log_file = stack.enter_context(_log_file(cfg.resolve_path(cfg.log)))
         sink = stack.enter_context(trt_api.capture(log_file, _console))
