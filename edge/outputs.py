@@ -388,10 +388,11 @@ def commit_together(staged: Sequence[Staged]) -> List[Path]:
 
 def write_together(files: Sequence[Tuple[PathLike, Union[str, bytes]]]) -> List[Path]:
     """Write each (path, content) to its temp, then ``commit_together``: a failed write or a kill leaves the old set."""
-    staged = [Staged(path) for path, _ in files]
+    staged: List[Staged] = []
     try:
-        for s, (_, content) in zip(staged, files):
-            s.write(content.encode() if isinstance(content, str) else content)
+        for path, content in files:
+            staged.append(Staged(path))
+            staged[-1].write(content.encode() if isinstance(content, str) else content)
     except BaseException:
         for s in staged:
             s.discard()

@@ -16,7 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge.errors import EdgeError
-from edge.outputs import Staged, check_outputs, commit_together, remove_stale_temps, settle, strict_json, write_atomic
+from edge.outputs import (
+    Staged,
+    check_outputs,
+    commit_together,
+    remove_stale_temps,
+    settle,
+    strict_json,
+    write_atomic,
+    write_together,
+)
 
 
 def temps(folder: Path) -> list:
@@ -414,3 +423,15 @@ def test_a_journal_past_its_1_mib_cap_is_refused_unread(tmp_path: Path):
     journal.write_text(json.dumps([["x" * (1 << 20), "e.engine"]]))
     with pytest.raises(EdgeError, match="an interrupted write left a journal that cannot be read"):
         settle(tmp_path / "e.engine")
+
+
+def test_write_together_lands_a_set_or_leaves_the_old_one_and_no_temp(tmp_path: Path):
+    """Its second file cannot be staged (no such folder): the first's temp is removed and the old file stays."""
+    first = tmp_path / "m.cache"
+    first.write_bytes(b"old")
+    with pytest.raises(EdgeError, match="does not exist"):
+        write_together([(first, b"new"), (tmp_path / "gone" / "m.cache.json", "{}")])
+    assert first.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["m.cache"]
+    assert write_together([(first, b"new"), (tmp_path / "m.cache.json", "{}")]) == [first, tmp_path / "m.cache.json"]
+    assert first.read_bytes() == b"new" and (tmp_path / "m.cache.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.cache", "m.cache.json"]
