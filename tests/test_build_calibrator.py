@@ -6,6 +6,7 @@ trampolines call them; device memory is a host buffer, and the primary-context u
 from __future__ import annotations
 
 import ctypes
+import json
 import sys
 from types import SimpleNamespace
 
@@ -153,6 +154,35 @@ def test_cache_written_by_tensorrt_must_parse(tmp_path):
     assert not (tmp_path / "m.cache").exists()
     feed.write_cache(CACHE_TEXT)
     assert CalibrationCache.from_bytes((tmp_path / "m.cache").read_bytes()).header == "TRT-8502-EntropyCalibration2"
+    # with its sidecar: no FP16 layers, who wrote it (the facts the build gives, none here)
+    assert json.loads((tmp_path / "m.cache.json").read_text()) == {
+        "edge_fp16_layers": 1,
+        "layers": [],
+        "written_by": "edge-build",
+    }
+
+
+def test_no_readable_image_at_all_is_one_error_naming_the_skipped_files(trt, tmp_path):
+    bad = []
+    for i in range(7):
+        (tmp_path / f"b{i}.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+        bad.append(tmp_path / f"b{i}.png")
+    feed = feed_for(bad, tmp_path)
+    calibrator = make_calibrator(trt, "entropy", feed)
+    assert calibrator.get_batch(["x"]) is None
+    assert str(feed.error) == "calibration: no readable image among 7 (skipped: b0.png, b1.png, b2.png, b3.png, b4.png)"
+
+
+def test_progress_counts_batches_images_and_the_unreadable(images, tmp_path):
+    messages = []
+    files = sorted(p for p in images.iterdir() if p.suffix != ".txt")  # broken.jpg included on purpose
+    feed = feed_for(files, tmp_path, batch=2, messages=messages)
+    calibrator = make_calibrator(make_tensorrt("10.3.0"), "entropy", feed)
+    assert calibrator.get_batch(["x"]) is not None
+    assert messages[-1] == "calibrating: batch 1/4 (2 images, 1 unreadable skipped)"  # broken.jpg sorts first
+    while calibrator.get_batch(["x"]) is not None:
+        pass
+    assert messages[-1] == "calibrating: batch 3/4 (6 images, 1 unreadable skipped)"
 
 
 def test_batches_go_to_the_gpu_in_the_primary_context_never_a_new_one(monkeypatch):
@@ -172,3 +202,19 @@ def test_batches_go_to_the_gpu_in_the_primary_context_never_a_new_one(monkeypatc
     assert driver.Context.get_current() is None
     upload.close()
     assert ("mem_free", pointer) in driver.log
+
+
+def test_the_fit_summary_names_up_to_three_of_each_kind():
+    from pathlib import Path
+
+    from edge.builder.calibrator import CacheFit
+
+    fit = CacheFit(b"", 5, {"a": "reshape of x", "b": "its constant weights"}, ["m1", "m2", "m3"], 10)
+    assert fit.lines(Path("m.cache")) == [
+        "calibration cache m.cache: names 5 of the network's 10 float tensors",
+        "  2 tensors the ONNX parser created take the scale of the tensor they reshape or broadcast, or of their "
+        "constant weights (e.g. a, b)",
+        "  3 have no scale; TensorRT runs the layers that touch them in FP16/FP32: m1, m2, m3",
+    ]
+    fit.missing.append("m4")
+    assert fit.lines(Path("m.cache"))[-1].endswith(": m1, m2, m3 and 1 more")

@@ -341,6 +341,19 @@ def test_a_cache_of_onnx_names_fits_the_network_the_real_parser_makes(trt, caps,
         if layer.type == trt.LayerType.SHUFFLE:
             assert how == f"reshape of {layer.get_input(0).name}"
     fitted = CalibrationCache.from_bytes(fit.data)
+    for name, how in fit.derived.items():  # a constant's range is exact: its largest |weight| is 127 steps
+        layer = producer[name]
+        if layer.type == trt.LayerType.CONSTANT:
+            assert how == "its constant weights"
+            layer.__class__ = trt.IConstantLayer
+            assert fitted.scales[name] * 127 == pytest.approx(float(np.abs(np.asarray(layer.weights)).max()), rel=1e-6)
+    # every float tensor of the network is counted once: its inputs and each layer's float outputs
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    needed = [t.name for t in inputs if t.dtype in floats] + [
+        layer.get_output(k).name for layer in layers for k in range(layer.num_outputs) if layer.get_output(k).dtype in floats
+    ]
+    assert fit.total == len(needed) and fit.named == sum(n in cache.scales for n in needed)
+    assert fit.missing == [n for n in needed if n not in fitted.scales]
     for name in fit.missing:  # nothing left that a reshape or a constant could have carried, unless it is zero
         layer = producer.get(name)
         if layer is not None and layer.type == trt.LayerType.CONSTANT:
@@ -352,6 +365,29 @@ def test_a_cache_of_onnx_names_fits_the_network_the_real_parser_makes(trt, caps,
     assert usable_cache(path, "8.5.2", "EntropyCalibration2", False, trt, network) == fit.data
     out = capsys.readouterr().err
     assert f"names {fit.named} of the network's {fit.total} float tensors" in out
+
+
+@pytest.mark.parametrize("share, used", [(0.4, False), (0.6, True)])
+def test_a_cache_naming_less_than_half_of_the_networks_tensors_is_another_models(trt, caps, demo_model, tmp_path, share, used):
+    """A cache that gives a scale to under half of the parsed network's float tensors (after reshapes and constants
+    take theirs) was made for another model or export: refused without images; at 60 % it is used."""
+    from edge.builder.calibrator import fit_cache, usable_cache
+    from edge.calib.cache import write_cache
+
+    _, network, _ = network_of(trt, caps, demo_model)
+    full = onnx_name_cache("blazeface-back-256")
+    total = fit_cache(trt, network, full).total
+    kept = dict(list(full.scales.items())[: int(len(full.scales) * share)])
+    path = tmp_path / "m.cache"
+    write_cache(path, CalibrationCache(full.trt_version, full.algorithm, kept))
+    fit = fit_cache(trt, network, CalibrationCache.from_bytes(path.read_bytes()))
+    covered = fit.total - len(fit.missing)
+    assert fit.total == total and (covered * 2 >= total) == used  # the sample straddles the line as intended
+    if used:
+        assert usable_cache(path, "8.5.2", "EntropyCalibration2", False, trt, network) == fit.data
+    else:
+        with pytest.raises(EdgeError, match=rf"gives a scale to only {covered} of the network's {total} float tensors"):
+            usable_cache(path, "8.5.2", "EntropyCalibration2", False, trt, network)
 
 
 def test_blazeface_cache_from_edge_calib_on_real_frames(trt, caps, demo_model, megamind_frames, tmp_path, capsys):

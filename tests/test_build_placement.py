@@ -65,6 +65,7 @@ def test_assembled_report_gives_gpu_layers_their_reason_and_counts_crossings(tmp
     text = "\n".join(render(placement))
     assert "placement from the builder log and the pre-build pass (no GPU)" in text and "DLA subgraphs: 2" in text
     write_report(tmp_path / "m.engine.layers.json", placement)
+    assert (tmp_path / "m.engine.layers.json").read_text().startswith('{\n  "source": ')  # indented for people
     data = json.loads((tmp_path / "m.engine.layers.json").read_text())
     assert data["source"] == "builder log and the pre-build pass" and data["dla_core"] == 0
     assert [p.name for p in tmp_path.iterdir()] == ["m.engine.layers.json"]
@@ -72,9 +73,15 @@ def test_assembled_report_gives_gpu_layers_their_reason_and_counts_crossings(tmp
 
 def test_more_dla_subgraphs_than_a_core_holds_is_a_warning():
     names = [f"{{ForeignNode[block{i}]}}" for i in range(SUBGRAPHS_PER_CORE + 1)]
-    facts = parse_log([("INFO", f"[DlaLayer] {n}") for n in names])
+    facts = parse_log([("INFO", f"[DlaLayer] {n}") for n in names] + [("INFO", "[GpuLayer] SHUFFLE: head/Reshape")])
     placement = assemble([], facts, "builder log", "test", 1, None)
     assert placement.dla_layers == 17 and placement.summary()["transitions"] is None
+    # no engine listing: the log's two sections are the layers, by name
+    assert [(x.name, x.type, x.device) for x in placement.layers[-2:]] == [
+        (names[-1], "ForeignNode", "DLA"),
+        ("head/Reshape", "SHUFFLE", "GPU"),
+    ]
+    assert placement.summary()["dla_subgraphs_per_core_limit"] == SUBGRAPHS_PER_CORE == 16
     assert placement.warnings[0].startswith("17 DLA subgraphs on core 1: a core holds 16")
 
 
@@ -95,8 +102,20 @@ def test_engine_inspector_json():
             },
         ]
     }
+    info["Layers"].append(
+        {
+            "Name": "head_sink",
+            "LayerType": "Reformat",
+            "Inputs": [{"Name": "out", "Format/Datatype": "Row major linear FP16 format"}],
+        }
+    )
     layers = from_inspector(info, [])
-    assert [(x.device, x.precision) for x in layers] == [("DLA", "INT8"), ("GPU", "FP32")]
+    assert [(x.device, x.precision) for x in layers] == [("DLA", "INT8"), ("GPU", "FP32"), ("GPU", "FP16")]
+    assert [(x.name, x.type, x.inputs, x.outputs) for x in layers] == [
+        ("{ForeignNode[conv1...relu3]}", "DLA", ["images"], ["feat"]),
+        ("head", "CaskConvolution", ["feat"], ["out"]),
+        ("head_sink", "Reformat", ["out"], []),  # no outputs listed: its precision is its input's
+    ]
     assert transitions(layers) == 1
     assert from_inspector({"Layers": ["conv1 + relu1"]}, ["conv1 + relu1"])[0].device == "DLA"
 
@@ -239,7 +258,32 @@ def test_prebuild_pass_finds_the_node_of_each_layer_the_real_parser_made():
     result = prebuild_pass(Config(), network, predict(model, "orin", "10.3", {"x": (1, 3, 4, 4)}, "int8"))
     why = {g["name"]: g["why"] for g in result["gpu_layers"]}
     assert set(why) == {"hs", "hs_0"}  # the parser's names
-    assert all(w.endswith("edge dla: HardSwish [act.kind]") for w in why.values()), why
+    assert all(w == "can_run_on_DLA: false; edge dla: HardSwish [act.kind]" for w in why.values()), why
+    assert {g["name"]: g["type"] for g in result["gpu_layers"]} == {"hs": "ACTIVATION", "hs_0": "ELEMENTWISE"}
+
+
+def test_prebuild_pass_reads_the_layers_a_prediction_lists_as_build_logs_print_them():
+    """A node's ``trt_layers`` are "TYPE: name" with " (GPU)" after the builder's own output reshape (the form of the
+    published build logs): a network layer of that name takes the node's reason; one it does not list takes none."""
+    from types import SimpleNamespace
+
+    from edge.builder.placement import prebuild_pass
+
+    node = SimpleNamespace(
+        name="Gemm_15",
+        reason="Gemm with a second input not constant [gemm.weights]",
+        trt_layers=["SHUFFLE: reshape_before_Gemm_15", "FULLY_CONNECTED: Gemm_15", "SHUFFLE: reshape_after_Gemm_15 (GPU)"],
+    )
+    prediction = SimpleNamespace(nodes=[node], to_dict=lambda: {"summary": {}})
+    layers = [SimpleNamespace(name=n, type="SHUFFLE") for n in ("reshape_after_Gemm_15", "reshape_before_Gemm_15", "other")]
+    network = SimpleNamespace(num_layers=3, get_layer=layers.__getitem__)
+    result = prebuild_pass(SimpleNamespace(can_run_on_DLA=lambda layer: False), network, prediction)
+    why = {g["name"]: g["why"] for g in result["gpu_layers"]}
+    assert why == {
+        "reshape_after_Gemm_15": f"can_run_on_DLA: false; edge dla: {node.reason}",
+        "reshape_before_Gemm_15": f"can_run_on_DLA: false; edge dla: {node.reason}",
+        "other": "can_run_on_DLA: false",
+    }
 
 
 def test_the_dla_table_cuts_long_names_and_types_to_their_columns():
@@ -249,13 +293,15 @@ def test_the_dla_table_cuts_long_names_and_types_to_their_columns():
     layers = [
         Layer(long_name, long_type, "GPU", "FP16", "DLA only supports FP16 and Int8"),
         Layer("{ForeignNode[a...b]}", "DLA", "DLA", "INT8"),
+        Layer("tail", "CaskConvolution2", "GPU", "FP16"),  # 16 characters: fits its column whole
     ]
     lines = render(Placement("engine inspector", "test", layers, 0))
     assert lines[0] == f"{'layer':56} {'type':16} {'device':6} {'precision':9} reason" and lines[1] == "-" * 106
     assert lines[2] == f"{long_name[:55]}… CaskConvolution… GPU    FP16      DLA only supports FP16 and Int8"
     assert lines[3] == f"{'{ForeignNode[a...b]}':56} {'DLA':16} DLA    INT8"
-    assert lines[6] == (
-        "engine layers: 2 (1 DLA, 1 GPU); DLA subgraphs: 1 (a core holds 16); DLA<->GPU transitions: unknown; "
+    assert lines[4] == f"{'tail':56} CaskConvolution2 GPU    FP16"
+    assert lines[7] == (
+        "engine layers: 3 (1 DLA, 2 GPU); DLA subgraphs: 1 (a core holds 16); DLA<->GPU transitions: unknown; "
         "precisions: FP16, INT8"
     )
 
@@ -276,3 +322,16 @@ def test_prebuild_lines_name_each_gpu_layer_cut_the_rest_and_summarise_the_predi
     assert prebuild_lines({"layers": 1, "can_run_on_dla": 1, "gpu_layers": [], "prediction": None}) == [
         "pre-build: TensorRT says 1/1 network layers can run on the DLA"
     ]
+
+
+def test_a_network_layer_is_found_in_a_fused_name_only_as_a_whole_part():
+    from edge.builder.placement import _mentions
+
+    assert _mentions("conv1 + conv1_bn", "conv1")  # its first appearance is whole, a later one is not
+    assert _mentions("PWN(conv1_bn, conv1)", "conv1") and not _mentions("conv10 + conv1_bn", "conv1")
+
+
+def test_listed_tensor_names_keep_every_character():
+    line = "Layer(CaskConvolution): Xconv, Tactic: 0x1, Xin[Float(1,3,8,8)], XXskip[Half(1,3,8,8)] -> Xout[Float(1,4,8,8)]"
+    (layer,) = parse_log([("VERBOSE", line)]).layers
+    assert (layer.name, layer.inputs, layer.outputs) == ("Xconv", ["Xin", "XXskip"], ["Xout"])
