@@ -549,8 +549,10 @@ def test_sigterm_during_a_build_cancels_it_through_the_progress_monitor(demo_mod
 
     trt, _, _ = _install("10.3.0", monkeypatch)
     steps = []
+    building = threading.Event()
 
     def long_build(self, network, config):
+        building.set()
         monitor = config.progress_monitor
         monitor.phase_start("Building the engine (stand-in)", None, 400)
         for step in range(400):  # 4 s if nothing says stop
@@ -565,13 +567,22 @@ def test_sigterm_during_a_build_cancels_it_through_the_progress_monitor(demo_mod
     monkeypatch.setattr(trt.Builder, "build_serialized_network", long_build)
     out = tmp_path / "m.engine"
     out.write_bytes(b"the previous engine")
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    done = threading.Event()
+
+    def stop_once_building() -> None:  # when the build runs, however slow the machine is to get there
+        if building.wait(60) and not done.is_set():
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=stop_once_building, daemon=True)
     try:
-        timer.start()
+        killer.start()
         assert edge_build(str(demo_model), "-o", str(out)) == 128 + signal.SIGTERM
         assert not stoppable.abandoned(), "the build ran on past the grace period: the monitor did not stop it"
     finally:
-        timer.cancel()
+        done.set()
+        building.set()
+        killer.join(5)
         stoppable._abandoned.clear()
     err = capsys.readouterr().err
     assert err.rstrip().splitlines()[-1] == "edge-build: terminated" and "BuildCanceled" not in err, err
