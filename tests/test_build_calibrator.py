@@ -120,6 +120,7 @@ def test_calibrator_wiring_on_each_release(trt, images, tmp_path, method, algori
     calibrator = make_calibrator(trt, method, feed)
     base = trt.IInt8EntropyCalibrator2 if method == "entropy" else trt.IInt8MinMaxCalibrator
     assert isinstance(calibrator, base) and calibrator.get_algorithm() == getattr(trt.CalibrationAlgoType, algorithm)
+    assert type(calibrator).__name__ == {"entropy": "EdgeInt8EntropyCalibrator2", "minmax": "EdgeInt8MinMaxCalibrator"}[method]
     assert calibrator.get_batch_size() == 2
     cached, seen = drive_like_tensorrt(calibrator, ["x"], (2, 3, 24, 32))
     assert cached is None and len(seen) == 3

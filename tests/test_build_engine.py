@@ -367,6 +367,25 @@ def test_a_cache_of_onnx_names_fits_the_network_the_real_parser_makes(trt, caps,
     assert f"names {fit.named} of the network's {fit.total} float tensors" in out
 
 
+def test_every_output_of_a_split_is_counted_in_the_fit(trt, caps, tmp_path):
+    """The parser makes a Split one SLICE per output: both are network tensors the cache must cover, named or not."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from edge.builder.calibrator import fit_cache
+
+    graph = helper.make_graph(
+        [helper.make_node("Split", ["x"], ["a", "b"], axis=1), helper.make_node("Add", ["a", "b"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "s.onnx"))
+    _, network, _ = network_of(trt, caps, tmp_path / "s.onnx")
+    fit = fit_cache(trt, network, CalibrationCache("8502", "EntropyCalibration2", {"x": 0.01, "a": 0.02, "y": 0.03}))
+    assert fit.total == 4 and fit.named == 3 and fit.missing == ["b"]
+
+
 @pytest.mark.parametrize("share, used", [(0.4, False), (0.6, True)])
 def test_a_cache_naming_less_than_half_of_the_networks_tensors_is_another_models(trt, caps, demo_model, tmp_path, share, used):
     """A cache that gives a scale to under half of the parsed network's float tensors (after reshapes and constants
