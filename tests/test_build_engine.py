@@ -540,9 +540,11 @@ def test_a_model_that_takes_no_image_builds_with_no_preprocessing_in_its_manifes
     """Also: with no GPU here (no pycuda, no device tree) and no --target-cc, the manifest has no compute capability
     and a note says so."""
     out = tmp_path / "g.engine"
-    assert edge_build(str(_gemm_model(tmp_path / "g.onnx")), "-o", str(out)) == 0
+    other = {"character": "a\nb", "note": "not Ultralytics'"}  # metadata of another exporter stays out of the manifest
+    assert edge_build(str(_gemm_model(tmp_path / "g.onnx", other)), "-o", str(out)) == 0
     manifest = json.loads((tmp_path / "g.engine.json").read_text())
     assert manifest["preprocess"] is None and manifest["model_metadata"] == {} and manifest["plugins"] == []
+    assert isinstance(manifest["build"]["seconds"], float) and 0 <= manifest["build"]["seconds"] < 600
     assert manifest["device"]["compute_capability"] is None
     assert manifest["io"] == [
         {"name": "x", "mode": "input", "shape": [1, 10], "dtype": "float32", "format": "LINEAR"},
@@ -693,3 +695,20 @@ def test_a_dynamic_input_without_shape_is_told_the_size_in_its_ultralytics_metad
     assert edge_build(str(tmp_path / "d.onnx"), "-o", str(tmp_path / "d.engine")) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and err[0].endswith("pass --shape images=1x3x320x320"), err
+
+
+def test_an_op_the_parser_cannot_import_as_the_first_node_is_named_too(trt, tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("FrobnicateNMS", ["x"], ["y"], name="first", domain="com.example")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert edge_build(str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.engine"), "--target-cc", "8.6") == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "TensorRT cannot import node 0 'first' (op FrobnicateNMS)" in err[0], err

@@ -366,9 +366,11 @@ def test_on_tensorrt_11_edges_qdq_model_builds_as_it_is_and_the_report_says_so(r
     trt, machine = release11
     qdq, _ = edge_qdq
     out = tmp_path / "m.engine"
-    assert edge_build(str(qdq), "-o", str(out), *dla) == 0, capsys.readouterr().err
+    assert edge_build(str(qdq), "-o", str(out), *dla, *(["--dla-target", "orin"] if dla else [])) == 0, capsys.readouterr().err
     said = capsys.readouterr()
     assert "strongly typed" in said.out and "Q/DQ pairs removed" not in said.out + said.err
+    if dla:  # edge dla has no rules for 11.1 (no DLA there): the build goes on without the offline prediction
+        assert "pre-build: offline prediction skipped: no DLA rules for orin with TensorRT 11.1" in said.err
     assert json.loads(report_path(out).read_text())["int8"] == "explicit quantization: the Q/DQ model as it is"
     assert not [c for c in machine.calls if c[0] == "calibration cache used"]
 
@@ -680,3 +682,28 @@ def test_a_full_disk_while_the_new_sidecar_is_written_keeps_the_old_cache_and_si
     assert code == 2 and len(err) == 1 and "m.cache.json" in err[0] and "No space left" in err[0], (code, err)
     assert {p.name: p.read_bytes() for p in (cache, sidecar_path(cache))} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calib", "m.cache", "m.cache.json"]
+
+
+@pytest.mark.parametrize("version", ["8.6.1", "10.3.0"])  # 8.5 has no CAST layer for the tiny model's Cast
+def test_edge_calibs_fp16_layers_reach_the_builder_on_each_release(version, tmp_path, monkeypatch, capsys):
+    """tests/test_calib_gpu.py's flow where it cannot run (no TensorRT with INT8 here): edge calib keeps conv2 in FP16
+    for this release, and its printed edge-build command sets that layer to FP16 with precision constraints obeyed
+    and FP16 beside INT8 (the calls as the stand-in records them, checked against the release's bindings)."""
+    from edge import cli
+    from tests.test_calib_tiny import tiny_model, write_images
+
+    trt, machine, _ = _install(version, monkeypatch)
+    model = tiny_model(tmp_path / "tiny.onnx")
+    write_images(tmp_path / "calib", 12, 1)
+    monkeypatch.chdir(tmp_path)
+    argv = ["calib", str(model), "--images", "calib", "--set", "input.size=[16, 16]", "--cache", "t.cache",
+            "--keep-fp16", "conv2", "--trt-version", ".".join(RELEASED[version].split(".")[:3])]  # fmt: skip
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    command = out[[k for k, line in enumerate(out) if line.startswith("next, on the Jetson")][0] + 1].split()
+    assert edge_build(*command[1:], "-o", "t.engine") == 0, capsys.readouterr().err
+    halves = [c[1] for c in machine.calls if c[0] == "ILayer.precision" and c[2] == trt.DataType.HALF]
+    assert halves == ["conv2"]
+    assert {"FP16", "INT8", "OBEY_PRECISION_CONSTRAINTS"} <= set(built(machine)[0][1])
+    said = capsys.readouterr().out
+    assert "note: 1 layer(s) in FP16 from t.cache.json (precision constraints obeyed)" in said

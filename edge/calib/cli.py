@@ -334,11 +334,11 @@ def _build_command(words: List[str], graph: Any) -> str:
 def here_step(args: argparse.Namespace, graph: Any) -> List[str]:
     """What this machine's builder can do with the result: a full TensorRT takes the cache as the Jetson does;
     TensorRT-RTX (strongly typed) takes no cache and no --int8, only a Q/DQ model."""
-    import importlib.util
+    from edge.lazy import available
 
-    if importlib.util.find_spec("tensorrt") is not None:
+    if available("tensorrt"):
         return []  # the same command works here, for this machine's GPU
-    if importlib.util.find_spec("tensorrt_rtx") is None:
+    if not available("tensorrt_rtx"):
         return ["no TensorRT builder on this machine; docs/install.md says how to get one on a host"]
     if args.qdq:
         return [
