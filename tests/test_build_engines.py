@@ -19,7 +19,7 @@ from edge.calib.cache import CalibrationCache, version_tag, write_cache
 from edge.manifest import dla_engine_path, read_manifest, sha256_file
 from tests.conftest import write_frames
 from tests.test_build_engine import trt  # noqa: F401  (the real TensorRT-RTX module, skipping where it is missing)
-from tests.test_build_versions import built, edge_build, release  # noqa: F401  (the stand-in of each JetPack release)
+from tests.test_build_versions import _free_parsed_networks, built, edge_build, release  # noqa: F401  (the stand-in of each JetPack release)
 from tests.trt_standin import RELEASED
 
 ENGINE_FILES = ["m.engine", "m.engine.json", "m.engine.layers.json"]

@@ -11,6 +11,7 @@ modelled; what only a Jetson can confirm is listed in docs/verified.md.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -39,6 +40,15 @@ def _install(version: str, monkeypatch) -> tuple:
     monkeypatch.setattr(trt_api, "_module", None)
     monkeypatch.setattr(trt_api, "_logger", None)
     return trt, machine, driver
+
+
+@pytest.fixture(autouse=True)
+def _free_parsed_networks():
+    """A stand-in network holds the TensorRT-RTX parser, builder and logger it was parsed with. TensorRT-RTX keeps
+    the logger of a live builder for every later one (and tells the newcomer so), so one left in a reference cycle
+    would turn the next test's first edge-build line into that notice: collected at the end of each test."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(params=VERSIONS)

@@ -416,7 +416,13 @@ def build(cfg: BuildConfig, scales: Optional[Scales] = None, log_file: Any = Non
                 builder.build_serialized_network, network, config, cancel=cancel, keep=(monitor, feed, _parser)
             )
         if feed is not None and feed.error is not None:
-            raise feed.error
+            # Taken off the feed first: the error's traceback holds the calibrator, which holds the feed, and that
+            # cycle would keep the network and TensorRT's builder alive until the garbage collector runs.
+            error, feed.error = feed.error, None
+            try:
+                raise error
+            finally:
+                del error  # nor may this frame's local hold it (the traceback holds this frame)
         if serialized is None:
             errors = [m.splitlines()[0] for level, m in sink.lines if level == "ERROR"]
             raise RunFailed(f"TensorRT could not build the engine: {'; '.join(errors[-3:]) or 'no error logged'}")
