@@ -545,6 +545,11 @@ def test_a_model_that_takes_no_image_builds_with_no_preprocessing_in_its_manifes
     manifest = json.loads((tmp_path / "g.engine.json").read_text())
     assert manifest["preprocess"] is None and manifest["model_metadata"] == {} and manifest["plugins"] == []
     assert isinstance(manifest["build"]["seconds"], float) and 0 <= manifest["build"]["seconds"] < 600
+    import datetime
+
+    started = datetime.datetime.fromisoformat(manifest["build"]["started"])  # when, in UTC
+    assert started.utcoffset() == datetime.timedelta(0)
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()) < 600
     assert manifest["device"]["compute_capability"] is None
     assert manifest["io"] == [
         {"name": "x", "mode": "input", "shape": [1, 10], "dtype": "float32", "format": "LINEAR"},
