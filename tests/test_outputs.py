@@ -435,3 +435,26 @@ def test_write_together_lands_a_set_or_leaves_the_old_one_and_no_temp(tmp_path: 
     assert write_together([(first, b"new"), (tmp_path / "m.cache.json", "{}")]) == [first, tmp_path / "m.cache.json"]
     assert first.read_bytes() == b"new" and (tmp_path / "m.cache.json").read_text() == "{}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.cache", "m.cache.json"]
+
+
+def test_an_empty_output_or_input_is_skipped_like_none(tmp_path: Path, monkeypatch):
+    """An unset flag arrives as "" from some configs: it is no output (not the current folder, which is a
+    directory) and no input (not every output beside it)."""
+    monkeypatch.chdir(tmp_path)
+    check_outputs({"--json": "", "--out": tmp_path / "r.jsonl"}, {"--images": ""})
+
+
+def test_a_temp_that_cannot_be_made_names_the_cause(tmp_path: Path, monkeypatch):
+    import errno as errnos
+    import tempfile
+
+    def full(*_a, **_k):
+        raise OSError(errnos.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(EdgeError) as caught:
+        Staged(tmp_path / "m.engine")
+    assert str(caught.value) == (
+        f"cannot write {tmp_path / 'm.engine'}: No space left on device (the disk is full); the previous file, if any, "
+        "is unchanged"
+    )
