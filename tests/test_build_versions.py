@@ -717,3 +717,20 @@ def test_edge_calibs_fp16_layers_reach_the_builder_on_each_release(version, tmp_
     assert {"FP16", "INT8", "OBEY_PRECISION_CONSTRAINTS"} <= set(built(machine)[0][1])
     said = capsys.readouterr().out
     assert "note: 1 layer(s) in FP16 from t.cache.json (precision constraints obeyed)" in said
+
+
+def test_a_fifo_where_the_caches_sidecar_goes_is_refused_by_name_before_the_build(release, demo_model, tmp_path, capsys):
+    """The sidecar is read and may be rewritten: a FIFO there would hold the build on its first read."""
+    import os
+
+    from tests.test_build_engine import onnx_name_cache
+
+    version, _, machine, _ = release
+    cache = tmp_path / "m.cache"
+    write_cache(cache, onnx_name_cache("blazeface-back-256", version_tag(RELEASED[version])))
+    os.mkfifo(tmp_path / "m.cache.json")
+    assert edge_build(str(demo_model), "-o", str(tmp_path / "m.engine"), "--int8", "--calib-cache", str(cache)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [f"edge-build: error: --calib-cache (its sidecar) {tmp_path / 'm.cache.json'}: exists and is not a "
+                   "regular file; choose another path"], err  # fmt: skip
+    assert built(machine) == []
