@@ -14,7 +14,7 @@ import pytest
 from edge.errors import EdgeError, RunFailed
 from edge.telemetry import cli as telemetry_cli
 from edge.telemetry.replay import ReplayBackend
-from edge.telemetry.tegrastats import LineParser, TegrastatsBackend, parse_file, parse_line
+from edge.telemetry.tegrastats import MAX_LINE, LineParser, TegrastatsBackend, iter_file, parse_file, parse_line
 
 # Verbatim from the research note shared/reference/telemetry.md, section 2.2 (L1-L3, L5-L7).
 L1_AGX_XAVIER_JP4 = "RAM 14700/15692MB (lfb 3x2MB) SWAP 898/8192MB (cached 23MB) CPU [0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190] EMC_FREQ 0% GR3D_FREQ 0% AO@30C GPU@30.5C Tboard@31C Tdiode@32C AUX@30.5C CPU@31.5C thermal@30.8C PMIC@100C GPU 463/463 CPU 618/618 SOC 2936/2936 CV 0/0 VDDRQ 309/309 SYS5V 3306/3306"
@@ -110,8 +110,8 @@ def test_per_gpc_clocks_thor_form_and_gr3d2():
     assert (s.gpu_util_pct, s.gpu_freq_mhz, s.extras["gpc_freq_mhz"]) == (63, 624, [612, 624])
     s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("GR3D_FREQ 63%@[621]", "GR3D_FREQ @[1575,1575,1575]"))
     assert (s.gpu_util_pct, s.gpu_freq_mhz) == (None, 1575)
-    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("GR3D_FREQ 63%@[621]", "GR3D_FREQ 63%@621 GR3D2_FREQ 12%@621"))
-    assert (s.gpu_util_pct, s.extras["gpu2_util_pct"]) == (63, 12)
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT.replace("GR3D_FREQ 63%@[621]", "GR3D_FREQ 63%@621 GR3D2_FREQ 12%@306"))
+    assert (s.gpu_util_pct, s.gpu_freq_mhz, s.extras["gpu2_util_pct"], s.extras["gpu2_freq_mhz"]) == (63, 621, 12, 306)
 
 
 def test_dla_tokens_old_and_new_forms_and_tracking_across_lines():
@@ -156,6 +156,41 @@ def test_parse_file_skips_blank_lines_and_stamps_interval(tmp_path):
 def test_missing_log_is_a_one_line_edge_error(tmp_path):
     with pytest.raises(EdgeError, match=r"tegrastats log '.*nope.log' does not exist"):
         parse_file(tmp_path / "nope.log")
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(EdgeError, match=r"^cannot read tegrastats log '.*logs': not a regular file \(a folder\); check"):
+        parse_file(tmp_path / "logs")
+
+
+def test_a_line_at_the_length_limit_is_read_whole_and_an_overlong_one_skipped_to_its_end(tmp_path):
+    """Lines of up to MAX_LINE characters (newline included) are parsed whole; a longer one is skipped, also when it
+    has no newline for MAX_LINE characters and what follows it on the same line looks like a tegrastats line."""
+    head, rails = L7_TX2_JP4.split(" VDD_SYS_GPU")
+    whole = parse_line(L7_TX2_JP4)
+
+    def padded(length):  # spaces between two tokens, the last rail (VDD_SYS_DDR) kept at the end
+        pad = length - 1 - len(L7_TX2_JP4)
+        return head + " " * (pad + 1) + "VDD_SYS_GPU" + rails + "\n"
+
+    log = tmp_path / "t.log"
+    for length, totals in ((MAX_LINE, [whole.total_mw]), (MAX_LINE + 1, [])):
+        line = padded(length)
+        assert len(line) == length
+        log.write_text(line + L2_NANO_JP4 + "\n")
+        samples = list(iter_file(log))
+        assert [s.total_mw for s in samples] == totals + [2746]
+        if totals:
+            assert samples[0].power_mw == whole.power_mw  # nothing cut off the end
+    log.write_text("x" * (MAX_LINE + 5) + L1_AGX_XAVIER_JP4 + "\n" + L7_TX2_JP4 + "\n")
+    assert [s.total_mw for s in iter_file(log)] == [5297]
+
+
+def test_parse_line_defaults_and_the_date_prefix():
+    s = parse_line(L5_ORIN_NANO_JP6_ROOT)
+    assert (s.t_mono, s.backend) == (0.0, "tegrastats")
+    assert s.t_wall == datetime(2024, 11, 15, 8, 38, 9).timestamp()
+    assert parse_line(L1_AGX_XAVIER_JP4).t_wall == 0.0  # JetPack 4 prints no date
+    for line in REAL_LINES:  # RAM 14700/15692MB and the like are memory, never a power rail
+        assert not {"RAM", "SWAP", "IRAM"} & set(parse_line(line).power_mw)
 
 
 def test_cli_parse_json_prints_every_sample(tmp_path, capsys):
@@ -172,12 +207,19 @@ def test_cli_parse_json_prints_every_sample(tmp_path, capsys):
     assert len(table) == 6 and "12.5 W GPU 63%" in table[3]
 
 
+# Takes its interval the way tegrastats does (`--interval <ms>`, its only form in NVIDIA's Jetson Linux guide) and
+# refuses anything else, as a real tool would; writes to stderr, which must not reach edge-run's console.
 FAKE_TEGRASTATS = """
 import sys, time
+if sys.argv[3:4] != ["--interval"] or not sys.argv[4:5] or not sys.argv[4].isdigit():
+    sys.stderr.write("usage: tegrastats --interval <millisec>\\n")
+    sys.exit(2)
+sys.stderr.write("stand-in tegrastats: a warning on stderr\\n")
+sys.stderr.flush()
 lines = open(sys.argv[1]).read().splitlines()
 for line in lines:
     print(line, flush=True)
-    time.sleep(0.02)
+    time.sleep(int(sys.argv[4]) / 1000)
 sys.stdout.write("RAM 1/2MB partial line with no newline")
 sys.stdout.flush()
 sys.exit(int(sys.argv[2]))
@@ -192,7 +234,7 @@ def _stand_in(tmp_path, lines, rc=0):
     return [sys.executable, str(script), str(log), str(rc)]
 
 
-def test_backend_reads_a_stand_in_process_until_it_exits(tmp_path):
+def test_backend_reads_a_stand_in_process_until_it_exits(tmp_path, capfd):
     backend = TegrastatsBackend(interval_s=0.02, cmd=_stand_in(tmp_path, REAL_LINES, rc=3))
     backend.open()
     totals = []
@@ -214,6 +256,7 @@ def test_backend_reads_a_stand_in_process_until_it_exits(tmp_path):
         backend.close()
     assert totals and set(totals) <= {7632, 2746, 2980, 12479, 4824, 5297} and totals[-1] == 5297
     assert backend.meta()["interval_ms"] == 20
+    assert "stand-in tegrastats" not in capfd.readouterr().err  # the child's stderr goes nowhere
 
 
 def test_backend_close_stops_a_running_child(tmp_path):
@@ -228,6 +271,8 @@ def test_backend_close_stops_a_running_child(tmp_path):
         time.sleep(0.02)
     backend.close()
     assert backend._proc.returncode == -signal.SIGTERM  # not -SIGKILL: it ended within the 2 s SIGTERM allows
+    # Nothing left behind: the reader thread has ended and the pipe is closed (no descriptor leaks per restart).
+    assert not backend._reader.is_alive() and backend._proc.stdout.closed
 
 
 def test_replay_of_a_tegrastats_log(tmp_path):
@@ -263,6 +308,7 @@ def test_an_active_dla_in_the_r36_4_form_is_online_with_its_load():
     s = parse_line(L8_AGX_ORIN_R36_4_4.replace("NVDLA0 off", "NVDLA0 87%@1600"))
     assert s.dla["DLA0"] == {"online": True, "freq_mhz": 1600.0, "util_pct": 87.0}
     assert s.dla["DLA1"]["online"] is False
+    assert s.extras["engines_util_pct"] == {"NVENC": 79, "VIC": 36}  # the DLA's load is under dla, not twice
 
 
 def test_jetpack_7_numbered_engines_off():

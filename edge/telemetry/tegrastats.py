@@ -39,8 +39,8 @@ _ENGINE = re.compile(
 )
 _MTS = re.compile(r"\bMTS fg (\d+)% bg (\d+)%")
 _TEMP = re.compile(r"(?<![\w%])([A-Za-z]\w*)@(-?\d+(?:\.\d+)?)C(?:/(-?\d+(?:\.\d+)?)C)?")
+# RAM, SWAP and IRAM never match: their second number carries MB or kB.
 _RAIL = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)(?:mW)?/(\d+)(?:mW)?(?:/(\d+)(?:mW)?)?(?=\s|$)")
-_NOT_RAILS = {"RAM", "SWAP", "IRAM"}
 _OFFLINE_C = -256.0
 # PMIC reports a fixed placeholder temperature (jtop hides it too).
 _HIDDEN_TEMPS = {"PMIC"}
@@ -131,8 +131,6 @@ def parse_line(line: str, t_mono: float = 0.0, backend: str = "tegrastats") -> S
     third: Dict[str, float] = {}
     for m in _RAIL.finditer(line):
         name = m.group(1)
-        if name in _NOT_RAILS:
-            continue
         s.power_mw[name] = float(m.group(2))
         avg[name] = float(m.group(3))
         if m.group(4) is not None:
