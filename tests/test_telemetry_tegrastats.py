@@ -14,7 +14,7 @@ import pytest
 from edge.errors import EdgeError, RunFailed
 from edge.telemetry import cli as telemetry_cli
 from edge.telemetry.replay import ReplayBackend
-from edge.telemetry.tegrastats import MAX_LINE, LineParser, TegrastatsBackend, iter_file, parse_file, parse_line
+from edge.telemetry.tegrastats import MAX_LINE, LineParser, TegrastatsBackend, iter_file, parse_file, parse_line, parse_lines
 
 # Verbatim from the research note shared/reference/telemetry.md, section 2.2 (L1-L3, L5-L7).
 L1_AGX_XAVIER_JP4 = "RAM 14700/15692MB (lfb 3x2MB) SWAP 898/8192MB (cached 23MB) CPU [0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190,0%@1190] EMC_FREQ 0% GR3D_FREQ 0% AO@30C GPU@30.5C Tboard@31C Tdiode@32C AUX@30.5C CPU@31.5C thermal@30.8C PMIC@100C GPU 463/463 CPU 618/618 SOC 2936/2936 CV 0/0 VDDRQ 309/309 SYS5V 3306/3306"
@@ -180,8 +180,13 @@ def test_a_line_at_the_length_limit_is_read_whole_and_an_overlong_one_skipped_to
         assert [s.total_mw for s in samples] == totals + [2746]
         if totals:
             assert samples[0].power_mw == whole.power_mw  # nothing cut off the end
-    log.write_text("x" * (MAX_LINE + 5) + L1_AGX_XAVIER_JP4 + "\n" + L7_TX2_JP4 + "\n")
+    log.write_text("x" * (MAX_LINE + 5) + " " + L1_AGX_XAVIER_JP4 + "\n" + L7_TX2_JP4 + "\n")
     assert [s.total_mw for s in iter_file(log)] == [5297]
+    assert [s.total_mw for s in parse_lines([" " + L1_AGX_XAVIER_JP4])] == [7632]  # the tail alone is a line
+
+
+def test_a_recorded_log_is_stamped_one_second_a_line_by_default():
+    assert [s.t_mono for s in parse_lines(REAL_LINES[:3])] == [0.0, 1.0, 2.0]
 
 
 def test_parse_line_defaults_and_the_date_prefix():
