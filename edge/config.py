@@ -60,6 +60,7 @@ TaskType = Literal[
     "deepstream_yolo",
     "blazeface",
     "centerface",
+    "yunet",
     "picodet",
     "ssd",
     "torchvision",

@@ -59,7 +59,10 @@ def printable(text: object) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], s) if _CONTROL.search(s) else s
 
 
-def one_line(text: object, limit: int = 600) -> str:
+LINE_LIMIT = 600  # characters of a one-line message before it is cut
+
+
+def one_line(text: object, limit: int = LINE_LIMIT) -> str:
     """``text`` as one printable line of at most about ``limit`` characters (control characters escaped)."""
     s = printable(text)
     if len(s) > limit:

@@ -4,7 +4,7 @@ refused naming the output; an output with nothing in it is an empty result; rand
 and never give a box outside the frame.
 
 The per-family files check the decodes themselves against each family's reference code on real outputs
-(test_centerface_picodet_real, test_ssd, test_retinaface, test_ultralytics_detr, test_segment, test_yolox_real,
+(test_centerface_picodet_real, test_yunet_real, test_ssd, test_retinaface, test_ultralytics_detr, test_segment, test_yolox_real,
 test_ultralytics, test_torchvision); here the
 outputs only need the right shapes. The SSD outputs are the real ones recorded from TensorFlow.
 """
@@ -35,6 +35,16 @@ def _centerface(rng: np.random.Generator) -> Outputs:
         "offset": rng.random((1, 2, 8, 8), np.float32),
         "landmarks": rng.random((1, 10, 8, 8), np.float32),
     }
+
+
+def _yunet(rng: np.random.Generator) -> Outputs:
+    cells = {8: 64, 16: 16, 32: 4}  # a 64x64 input
+    outs: Outputs = {}
+    for role, width in (("cls", 1), ("obj", 1), ("bbox", 4), ("kps", 10)):
+        for s, n in cells.items():
+            v = rng.random((1, n, width), np.float32) if width == 1 else rng.normal(size=(1, n, width)).astype(np.float32)
+            outs[f"{role}_{s}"] = v
+    return outs
 
 
 def _picodet(rng: np.random.Generator) -> Outputs:
@@ -97,6 +107,7 @@ def _yolo(rng: np.random.Generator) -> Outputs:
 # family -> (input spec, outputs, what task keys it needs)
 FAMILIES: Dict[str, Tuple[PreprocessSpec, Callable[[np.random.Generator], Outputs]]] = {
     "centerface": (PreprocessSpec(32, 32), _centerface),
+    "yunet": (PreprocessSpec(64, 64), _yunet),
     "picodet": (PreprocessSpec(64, 64), _picodet),
     "ssd": (PreprocessSpec(300, 300), _ssd),
     "torchvision": (PreprocessSpec(320, 320), _torchvision),
@@ -133,6 +144,16 @@ def _hand_centerface() -> Outputs:
     a 4x4 box centred on ((4 + 0.5) * 4, (3 + 0.5) * 4) = (18, 14)."""
     outs = {k: np.zeros_like(v) for k, v in _centerface(np.random.default_rng(0)).items()}
     outs["heatmap"][0, 0, 3, 4] = 0.8
+    return outs
+
+
+def _hand_yunet() -> Outputs:
+    """OpenCV's FaceDetectorYN decode: stride 8 cell (row 2, column 3) of the 8x8 grid, row 2 * 8 + 3 = 19; score
+    sqrt(0.9025 * 1) = 0.95, above the default 0.9 (objectness 1.5 clamped to 1); centre ((3 + 0.5) * 8, (2 + 0.25) * 8) = (28, 18), width
+    exp(ln 2) * 8 = 16, height 8: box (20, 14, 36, 22)."""
+    outs = {k: np.zeros_like(v) for k, v in _yunet(np.random.default_rng(0)).items()}
+    outs["cls_8"][0, 19, 0], outs["obj_8"][0, 19, 0] = 0.9025, 1.5
+    outs["bbox_8"][0, 19] = [0.5, 0.25, np.log(2.0), 0.0]
     return outs
 
 
@@ -226,6 +247,7 @@ def _hand_yolo() -> Outputs:
 # box)); the frame is the input's own size, so input pixels are frame pixels
 HAND = {
     "centerface": (_hand_centerface, [([16, 12, 20, 16], 0.8, 0)]),
+    "yunet": (_hand_yunet, [([20, 14, 36, 22], 0.95, 0)]),
     "picodet": (_hand_picodet, [([20, 4, 40, 24], 0.8, 2), ([20, 4, 40, 24], 0.6, 1)]),
     "ssd": (_hand_ssd, [([141, 123, 171, 183], 0.8, 0)]),
     "torchvision": (_hand_torchvision, [([94.4, 132.8, 222.4, 196.8], 0.8, 2)]),
@@ -272,6 +294,10 @@ def _silenced(family: str, outs: Outputs) -> Outputs:
     out = {k: v.copy() for k, v in outs.items()}
     if family == "centerface":
         out["heatmap"][:] = 0
+    elif family == "yunet":
+        for k in out:
+            if k.startswith("cls_"):
+                out[k][:] = -0.5  # below 0, clamped to 0: sqrt(0 * obj) is 0 whatever the objectness
     elif family == "picodet":
         for k in out:
             if k.startswith("scores"):
@@ -303,6 +329,7 @@ def test_nothing_found_is_an_empty_result(family):
 
 AUTO = {
     "centerface": "centerface",
+    "yunet": "yunet",
     "picodet": "picodet",
     "retinaface": "retinaface",
     "yolo": "yolo",
@@ -312,7 +339,7 @@ AUTO = {
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_picks_the_family_or_refuses(family):
-    """auto reads CenterFace, PicoDet, RetinaFace, YOLO heads and whole torchvision models from their outputs; an SSD or
+    """auto reads CenterFace, YuNet, PicoDet, RetinaFace, YOLO heads and whole torchvision models from their outputs; an SSD or
     torchvision's raw heads (anchors in the config), a dense map
     (a segmenter's, or a depth map's, or features) and an RT-DETR without its metadata are not guessed."""
     spec, make = FAMILIES[family]

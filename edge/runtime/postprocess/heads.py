@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from edge.errors import ConfigError, one_line
+from edge.errors import LINE_LIMIT, ConfigError, one_line
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import PreprocessSpec
 
@@ -273,6 +273,35 @@ def _fit_centerface(ctx: Context) -> Fit:
     if 10 in by_c:
         roles["landmarks"] = by_c[10][0].name
     return Head("centerface", roles, classes=1, keypoints=(5, 2) if 10 in by_c else None)
+
+
+def _fit_yunet(ctx: Context) -> Fit:
+    from edge.runtime.postprocess.yunet import ROLES
+
+    outs = ctx.outputs
+    widths = dict(zip(ROLES, (1, 1, 4, 10)))
+    usage = (
+        "yunet reads cls_S and obj_S [1, N, 1], bbox_S [1, N, 4] and kps_S [1, N, 10] for each stride S of 8, 16 and 32 "
+        "(the names OpenCV's FaceDetectorYN asks for)"
+    )
+    by_name = {t.name: t for t in outs}
+    wanted = {f"{role}_{s}": (role, s) for role in ROLES for s in STRIDES}
+    missing = [n for n in wanted if n not in by_name]
+    extra = [n for n in by_name if n not in wanted]
+    if missing or extra:
+        parts = ([f"no {', '.join(missing)}"] if missing else []) + ([f"besides them {', '.join(extra)}"] if extra else [])
+        return f"{usage}; the model has {' and '.join(parts)}"
+    for name, (role, s) in wanted.items():
+        t, n = by_name[name], cells(ctx.spec, (s,))
+        if len(t.shape) != 3 or t.shape[2] != widths[role] or (_static(t.shape[1]) and t.shape[1] != n):
+            return (
+                f"yunet's {name} should be [1, {n}, {widths[role]}] at the input {ctx.spec.width}x{ctx.spec.height} "
+                f"(one row a cell of stride {s}), got {list(t.shape)}"
+            )
+    if not ctx.classes_ok(1):
+        return ctx.class_note(1)
+    roles = {f"{role}{s}": name for name, (role, s) in wanted.items()}
+    return Head("yunet", roles, classes=1, keypoints=(5, 2))
 
 
 def _level_stride(ctx: Context, n: int) -> Optional[int]:
@@ -554,6 +583,7 @@ FITS: Dict[str, Callable[[Context], Fit]] = {
     "deepstream_yolo": _fit_deepstream,
     "blazeface": _fit_blazeface,
     "centerface": _fit_centerface,
+    "yunet": _fit_yunet,
     "picodet": _fit_picodet,
     "ssd": _fit_ssd,
     "torchvision": _fit_torchvision,
@@ -589,8 +619,11 @@ def choose(
         if isinstance(fit, Head):
             return fit
         others = [k for k, f in FITS.items() if k != declared and isinstance(f(ctx), Head)]
-        hint = f"task.type {' or '.join(others)} fits them" if others else "none of edge's decoders fits them"
-        raise ConfigError(one_line(f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: {fit}; {hint}"))
+        hint = f"; task.type {' or '.join(others)} fits them" if others else "; none of edge's decoders fits them"
+        start = f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: "
+        room = max(LINE_LIMIT - len(start) - len(hint), 80)  # a long reason (many outputs) is cut, never the fix at the end
+        reason = fit if len(fit) <= room else fit[: room - 1] + "…"
+        raise ConfigError(one_line(start + reason + hint))
     meta_task = getattr(meta, "task", None)
     if meta_task == "obb":
         raise ConfigError(
@@ -653,6 +686,10 @@ def _decoder(head: Head, task: Any, outputs: List[TensorInfo], spec: PreprocessS
         from edge.runtime.postprocess.centerface import CenterFace
 
         return CenterFace(task, head, labels, spec.width, spec.height)
+    if head.kind == "yunet":
+        from edge.runtime.postprocess.yunet import YuNet
+
+        return YuNet(task, head, labels, spec.width, spec.height)
     if head.kind == "ssd":
         from edge.runtime.postprocess.ssd import Ssd
 
