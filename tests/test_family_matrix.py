@@ -11,6 +11,7 @@ outputs only need the right shapes. The SSD outputs are the real ones recorded f
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Tuple
 
@@ -533,3 +534,19 @@ def test_picodet_of_one_level_and_too_few_bins():
     infos = [TensorInfo(n, v.shape, np.dtype(v.dtype)) for n, v in flat.items()]
     with pytest.raises(ConfigError, match="picodet reads per level scores"):
         heads.choose(TaskConfig(type="picodet"), infos, PreprocessSpec(64, 64), [])
+
+
+def test_yunet_clamps_both_factors_of_its_score_as_opencv_does():
+    """FaceDetectorYN clamps cls and obj to [0, 1] before sqrt(cls * obj): two negative values (an export without its
+    sigmoids) make no face, and a factor above 1 counts as 1."""
+    spec = FAMILIES["yunet"][0]
+    outs = _hand_yunet()
+    outs["cls_8"][0, 19, 0], outs["obj_8"][0, 19, 0] = -1.0, -1.0  # sqrt((-1) * (-1)) = 1 without the clamp
+    outs["cls_8"][0, 20, 0], outs["obj_8"][0, 20, 0] = -1.0, 0.5  # sqrt of a negative: NaN and numpy's warning
+    outs["cls_8"][0, 21, 0], outs["obj_8"][0, 21, 0] = 0.5, -1.0
+    outs["cls_16"][0, 5, 0], outs["obj_16"][0, 5, 0] = 1.21, 0.64  # sqrt(1 * 0.64) = 0.8, not sqrt(0.7744) = 0.88
+    outs["cls_32"][0, 2, 0], outs["obj_32"][0, 2, 0] = 0.64, 1.21
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would reach edge-run's console on every frame
+        got = run("yunet", outs, spec, frame=(64, 64), score_threshold=0.5).detections
+    assert sorted(round(d.score, 5) for d in got) == [0.8, 0.8]

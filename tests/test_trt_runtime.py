@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from edge.config import load_config
-from edge.errors import ConfigError, EdgeError
+from edge.errors import ConfigError, EdgeError, RunFailed
 from edge.manifest import sha256_file, write_manifest
 from edge.runtime.engines.gate import DeviceFacts, check_file, check_platform, choose_dla_core, gate, normalise_cc
 
@@ -606,3 +606,149 @@ def test_check_on_a_host_without_tensorrt_reads_an_ultralytics_header_and_says_w
     engine.write_bytes(b"\x00" * 64)  # a plain plan without a manifest is still refused
     r = run_cli("--engine", str(engine), "--check")
     assert r.returncode == 2 and "no manifest" in r.stderr
+
+
+# -- one frame's work on its buffer set, and what the backend tells the run summary ---------------------------------
+
+
+def test_a_frames_copies_inference_and_events_all_go_on_its_buffer_sets_stream_in_order(tmp_path, release):
+    """What lets frames overlap (the module's docstring): upload, execute_async_v3 and download of one frame are
+    enqueued on its own set's stream, bracketed by that stream's events, so no work lands on the default stream
+    (handle 0), which would serialise every frame."""
+    version, trt, machine, driver = release
+    plan = EnginePlan(
+        version, FACE, run=lambda feeds: {"regressors": np.ones((1, 896, 16)), "classificators": np.ones((1, 896, 1))}
+    )
+    b = backend_for(engine_for(tmp_path, trt, machine, plan), trt, buffer_sets=2)
+    try:
+        for _ in range(2):  # a frame on each set
+            start = len(driver.log)
+            calls = len(machine.calls)
+            job = b.submit({"x": np.zeros((1, 256, 256, 3), np.float16)})
+            stream = job.slot.stream.handle
+            ops = driver.log[start:]
+            assert stream != 0
+            kinds = [op[0] for op in ops if op[0] in ("htod", "dtoh", "event.record")]
+            assert kinds == ["event.record", "htod", "event.record", "event.record", "dtoh", "dtoh", "event.record"]
+            assert {op[-1] for op in ops if op[0] in ("htod", "dtoh")} == {stream}
+            assert {op[2] for op in ops if op[0] == "event.record"} == {stream}
+            executed = [c for c in machine.calls[calls:] if c[0] == "execute_async_v3"]
+            assert [c[3] for c in executed] == [stream]
+            out = b.collect(job)
+            assert out["regressors"].dtype == np.float32 and (out["regressors"] == 1).all()
+        assert len({s.stream.handle for s in b._slots}) == 2
+    finally:
+        b.close()
+
+
+def test_a_failed_enqueue_names_the_engine_and_frees_its_set(tmp_path, release, monkeypatch):
+    version, trt, machine, _ = release
+    engine = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE))
+    b = backend_for(engine, trt, buffer_sets=1)
+    try:
+        monkeypatch.setattr(type(b._slots[0].context), "execute_async_v3", lambda self, handle: False)
+        with pytest.raises(RunFailed, match=rf"^engine '{engine}': TensorRT execute_async_v3 failed \(its log above"):
+            b.submit({"x": np.zeros((1, 256, 256, 3), np.float16)})
+        assert list(b._free) == b._slots  # the set is free again for the next frame
+    finally:
+        b.close()
+
+
+def test_info_before_any_frame_and_the_tensors_edge_run_reads(tmp_path, release):
+    version, trt, machine, _ = release
+    engine = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE, dla_core=0), dla_core=0)
+    b = backend_for(engine, trt, dla_core=1)
+    try:
+        info = b.info()
+        assert info == {
+            "engine": str(engine),
+            "tensorrt": trt.__version__,
+            "gpu": f"{b._cuda.name} (compute capability {b._cuda.compute_capability})",
+            "dla_core": 1,
+            "buffer_sets": 2,
+            "preprocess": "cpu",
+            "frame_memory": None,
+            "gpu_ms_mean": {"upload": None, "compute": None, "download": None},  # no frame yet: no mean
+        }
+        assert b.device == "dla:1"
+        assert [(t.name, t.dtype) for t in b.inputs + b.outputs] == [
+            ("x", np.float16), ("regressors", np.float32), ("classificators", np.float16),
+        ]  # fmt: skip
+    finally:
+        b.close()
+    gpu = backend_for(engine_for(tmp_path, trt, machine, EnginePlan(version, FACE), name="gpu.engine"), trt)
+    try:
+        assert gpu.device == "cuda:0" and gpu.info()["dla_core"] is None
+    finally:
+        gpu.close()
+
+
+def test_auto_frame_memory_maps_frames_on_an_integrated_gpu_and_uploads_on_a_discrete_one(tmp_path, release, monkeypatch, caplog):
+    version, trt, machine, _ = release
+    for integrated, want in ((True, "mapped"), (False, "pinned")):
+        b = backend_for(engine_for(tmp_path, trt, machine, EnginePlan(version, FACE), name=f"{want}.engine"), trt)
+        try:
+            monkeypatch.setattr(b._cuda, "integrated", integrated)
+            monkeypatch.setattr(b._cuda, "can_map_host_memory", True)
+            with caplog.at_level("INFO", logger="edge.run"):
+                assert b.frame_memory("auto").name == want
+            kind = "integrated" if integrated else "discrete"
+            assert f"frame buffers: {want} memory (frame_memory auto; {kind} GPU)" in caplog.text
+            caplog.clear()
+        finally:
+            b.close()
+
+
+def test_an_output_whose_size_depends_on_the_data_is_refused_by_name(tmp_path, release):
+    """TensorRT's own NMS layer (INMSLayer) and NonZero give outputs whose size is known only after inference; edge-run
+    makes every buffer once, so it names the output instead of guessing a size."""
+    version, trt, machine, _ = release
+    tensors = {"x": (True, "FLOAT", (1, 3, 8, 8)), "boxes": (False, "FLOAT", (-1, 4))}
+    engine = engine_for(tmp_path, trt, machine, EnginePlan(version, tensors))
+    with pytest.raises(EdgeError, match=r"^engine output 'boxes' has a data-dependent shape \[-1, 4\]; edge-run needs fixed"):
+        backend_for(engine, trt)
+
+
+def test_the_backend_reads_jetpack_from_the_release_file_nvidia_documents(tmp_path, release, monkeypatch):
+    """L4T names its release in /etc/nv_tegra_release (NVIDIA's Jetson Linux guide, "Identify the L4T release")."""
+    from edge.runtime.engines import tensorrt as backend
+
+    version, trt, machine, _ = release
+    read = []
+    monkeypatch.setattr(backend, "read_l4t", lambda path: read.append(path))
+    engine = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE))
+    backend.TensorRTBackend(str(engine), trt=trt).close()
+    assert read == ["/etc/nv_tegra_release"]
+
+
+def test_an_ultralytics_engine_runs_where_its_export_put_it_unless_the_user_says_otherwise(tmp_path, release):
+    """Ultralytics' own loader puts an engine exported with device=dla:1 on core 1 (the header's "dla"); --dla wins."""
+    version, trt, machine, _ = release
+    header = {"names": {"0": "a"}, "task": "detect", "dla": 1}
+    engine = ultralytics_engine(tmp_path, machine, EnginePlan(version, FACE, dla_core=1), header)
+    for asked, want in ((None, 1), (0, 0)):
+        b = backend_for(engine, trt, dla_core=asked)
+        try:
+            assert b.dla_core == want and b.device == f"dla:{want}"
+        finally:
+            b.close()
+
+
+@pytest.mark.parametrize("cores,asked,have", [(0, 0, "no DLA"), (2, 2, "DLA cores 0..1")])
+def test_an_ultralytics_engine_names_the_cores_the_module_has(tmp_path, release, cores, asked, have):
+    version, trt, machine, _ = release
+    machine.dla_cores = cores
+    engine = ultralytics_engine(tmp_path, machine, EnginePlan(version, FACE), {"names": {"0": "a"}, "task": "detect"})
+    with pytest.raises(EdgeError, match=rf"--dla {asked} asks for DLA core {asked}, but this module has {have}$"):
+        backend_for(engine, trt, dla_core=asked)
+
+
+def test_without_tensorrt_the_backend_says_what_it_needs(tmp_path, release, monkeypatch):
+    from edge.runtime.engines.tensorrt import TensorRTBackend
+
+    version, trt, machine, _ = release
+    engine = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE))
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # not importable, as on a laptop without JetPack
+    with pytest.raises(EdgeError) as err:
+        TensorRTBackend(str(engine), l4t_file="/nonexistent")
+    assert "tensorrt" in str(err.value) and "the TensorRT backend" in str(err.value) and "\n" not in str(err.value)
