@@ -214,7 +214,7 @@ def test_backend_refuses_before_deserialising(tmp_path, release):
     version, trt, machine, _ = release
     machine.dla_cores = 1  # Orin NX 8 GB
     engine_file = engine_for(tmp_path, trt, machine, EnginePlan(version, FACE, dla_core=0), dla_core=0)
-    with pytest.raises(EdgeError, match="only DLA core 0"):
+    with pytest.raises(EdgeError, match=rf"^engine '{engine_file}': .*only DLA core 0"):
         backend.load_engine(trt, engine_file, "8.7", 1, None, trt.Logger(trt.Logger.WARNING))
     assert not [c for c in machine.calls if c[0] in ("Runtime.DLA_core", "deserialize_cuda_engine")]
 
@@ -282,7 +282,10 @@ def test_an_engine_with_one_profile_gets_one_buffer_set(tmp_path, release, caplo
         assert len(b._slots) == 1 and b.info()["buffer_sets"] == 1
         x = np.ones((1, 3, 64, 64), np.float32)
         np.testing.assert_array_equal(b.infer({"x": x})["y"], x[:, :1] * 2.0)
-        assert "1 optimization profile" in caplog.text and "edge-build" in caplog.text
+        assert (
+            "engine has 1 optimization profile(s) for its dynamic inputs: 1 buffer set(s) instead of 2, frames do not "
+            "overlap on the GPU; rebuild it with edge-build, which adds one profile per buffer set" in caplog.text
+        )
         assert not [c for c in machine.calls if c[0] == "error"]
     finally:
         b.close()
@@ -538,7 +541,8 @@ def test_an_ultralytics_engine_gives_tensorrt_only_its_plan_and_edge_its_names(t
     try:
         assert ("deserialize_cuda_engine", plan_size) in machine.calls  # the plan alone, not the header
         assert b.model_metadata.names == ("person", "bicycle") and b.model_metadata.imgsz == (256, 256)
-        assert "without an edge manifest" in caplog.text and "not checked before TensorRT reads it" in caplog.text
+        assert f"engine {engine}: an Ultralytics export without an edge manifest; its sha256 and the TensorRT" in caplog.text
+        assert "not checked before TensorRT reads it" in caplog.text
     finally:
         b.close()
 
@@ -552,7 +556,7 @@ def test_an_ultralytics_engine_on_a_core_the_module_lacks_is_refused_before_tens
     assert not [c for c in machine.calls if c[0] == "deserialize_cuda_engine"]
 
 
-def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release, monkeypatch):
+def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release, monkeypatch, caplog):
     """TensorRT's plugin registry is what libnvinfer_plugin fills (init_libnvinfer_plugins, NvInferPlugin.h); the
     stand-in makes a plan with a plugin layer unreadable until that call, as TensorRT's runtime is."""
     from edge.runtime.engines import tensorrt as backend
@@ -581,8 +585,10 @@ def test_plugins_are_loaded_only_for_an_engine_that_needs_them(tmp_path, release
             "plugins": ["EfficientNMS_TRT"],
         },
     )
-    _, engine, _ = backend.load_engine(trt, nms, "8.7", None, None, logger)
+    with caplog.at_level("INFO", logger="edge.run"):
+        _, engine, _ = backend.load_engine(trt, nms, "8.7", None, None, logger)
     assert engine is not None and calls == [""]
+    assert "TensorRT plugins: loaded libnvinfer_plugin (the engine has EfficientNMS_TRT)" in caplog.text
     # without the manifest's word, a plan that does not deserialise gets the library and one more try
     machine.plans.pop(payload)
     calls.clear()
@@ -752,3 +758,18 @@ def test_without_tensorrt_the_backend_says_what_it_needs(tmp_path, release, monk
     with pytest.raises(EdgeError) as err:
         TensorRTBackend(str(engine), l4t_file="/nonexistent")
     assert "tensorrt" in str(err.value) and "the TensorRT backend" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_empty_output_is_planned_and_read_as_empty(tmp_path, release):
+    """A static output with a 0 dimension (TensorRT allows empty tensors) is a fixed shape, not a data-dependent one:
+    it gets a buffer (a valid address, no bytes) and every frame reads an empty array of that shape."""
+    version, trt, machine, _ = release
+    tensors = {"x": (True, "FLOAT", (1, 3, 8, 8)), "none": (False, "FLOAT", (1, 0, 6)), "y": (False, "FLOAT", (1, 2))}
+    plan = EnginePlan(version, tensors, run=lambda feeds: {"none": np.zeros((1, 0, 6)), "y": np.ones((1, 2))})
+    b = backend_for(engine_for(tmp_path, trt, machine, plan), trt)
+    try:
+        assert [(t.name, t.shape, t.nbytes) for t in b.io if not t.is_input] == [("none", (1, 0, 6), 0), ("y", (1, 2), 8)]
+        out = b.infer({"x": np.zeros((1, 3, 8, 8), np.float32)})
+        assert out["none"].shape == (1, 0, 6) and (out["y"] == 1).all()
+    finally:
+        b.close()
