@@ -97,3 +97,40 @@ def test_a_window_between_two_readings_takes_each_rails_value_at_its_edges():
     b.power_mw = {**b.power_mw, "VDD_SOC": 900.0}
     out = energy_summary([a, c, b], [(0.4, 0.6)])
     assert out["rails_w_mean"] == {"VDD_CPU": 0.5, "VDD_GPU": 2.0, "VDD_SOC": 0.9}
+
+
+SUMMARY_KEYS = {  # the docstring's list: the run summary's "energy" section, read by people and dashboards
+    "backend", "total_rule", "window_s", "frames", "samples", "max_gap_s", "power_w", "rails_w_mean", "energy_j",
+    "energy_source", "energy_mj_per_frame", "frame_interval_energy_mj_mean", "idle_baseline_w",
+    "energy_mj_per_frame_dynamic", "gpu_load_mean", "dla_online_frac", "warnings",
+}  # fmt: skip
+
+
+def test_nothing_at_all_is_an_empty_summary_not_an_error():
+    out = energy_summary([], [])
+    assert set(out) == SUMMARY_KEYS
+    assert (out["backend"], out["window_s"], out["frames"], out["samples"], out["energy_j"]) == (None, 0.0, 0, 0, None)
+    assert out["idle_baseline_w"] is None and out["warnings"] == ["no power readings: energy not computed"]
+
+
+def test_one_reading_and_no_frames_is_an_empty_window():
+    out = energy_summary(_samples([(2.0, 4000.0)]), [], idle_baseline_w=1.5)
+    assert set(out) == SUMMARY_KEYS and out["backend"] == "test" and out["idle_baseline_w"] == 1.5
+    assert (out["window_s"], out["samples"], out["energy_j"]) == (0.0, 1, None)
+    assert out["warnings"] == ["empty window: energy not computed"]
+
+
+def test_the_window_is_the_frames_span_and_the_short_window_warning_its_edge():
+    """Readings once a second from 10 s: the period is 1 s, so a window of 5 s (MIN_PERIODS periods) is long enough and
+    4.5 s is not; the window is measured from the first frame's start, not from 0."""
+    samples = _samples([(10.0 + i, 2000.0) for i in range(8)])
+    out = energy_summary(samples, [(11.0, 12.0), (15.0, 16.0)])
+    assert out["window_s"] == 5.0 and out["warnings"] == [] and out["energy_j"] == pytest.approx(10.0)
+    out = energy_summary(samples, [(11.0, 15.5)])
+    assert out["window_s"] == 4.5
+    assert out["warnings"] == ["window 4.500 s is shorter than 5 sample periods (1.000 s)"]
+    uneven = _samples([(10.0, 2000.0), (12.0, 2000.0), (13.0, 2000.0)])  # period: 3 s over 2 gaps, 1.5 s
+    out = energy_summary(uneven, [(10.0, 13.0)])
+    assert out["warnings"] == ["window 3.000 s is shorter than 5 sample periods (1.500 s)"]
+    two = _samples([(10.0, 2000.0), (11.0, 2000.0)])  # two readings make a period too
+    assert energy_summary(two, [(10.0, 11.0)])["warnings"] == ["window 1.000 s is shorter than 5 sample periods (1.000 s)"]

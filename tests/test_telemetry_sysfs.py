@@ -191,3 +191,117 @@ def test_dla_state_under_each_host1x_node_jetson_clocks_knows(tmp_path, host1x):
     backend.open()
     s = backend.read()
     assert s.dla["DLA0"]["online"] is True and s.dla["DLA1"]["online"] is False
+
+
+def test_dla_active_fraction_is_active_ms_over_elapsed_time(tmp_path, monkeypatch):
+    """runtime_active_time counts milliseconds (the kernel's runtime-PM accounting); 500 ms more over 1 s of reads is
+    half the time active, 1500 ms more over 2 s is 0.75, a counter that did not move is 0, and more than the elapsed
+    time (a counter read between two clocks) is capped at 1."""
+    from edge.telemetry import sysfs
+
+    agx_orin_tree(tmp_path)
+    active = tmp_path / T234_JP5 / "15880000.nvdla0/power/runtime_active_time"
+    clock = iter([100.0, 101.0, 103.0, 104.0, 105.0])
+    monkeypatch.setattr(sysfs.time, "monotonic", lambda: next(clock))
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    fracs = []
+    for ms in (1000, 1500, 3000, 3000, 6000):
+        active.write_text(f"{ms}\n")
+        s = backend.read()
+        fracs.append(s.dla["DLA0"].get("active_frac"))
+    assert fracs == [None, 0.5, 0.75, 0.0, 1.0]
+    assert s.t_mono == 105.0  # the sample's time is the read's
+
+
+def test_the_gpu_is_the_devfreq_node_named_for_it_whatever_sorts_first(tmp_path):
+    """jetson-stats' find_igpu rule: a known name, or one containing "gpu" (lower case); other devfreq devices are
+    skipped even when they sort first."""
+    agx_orin_tree(tmp_path)
+    shutil.rmtree(tmp_path / "class/devfreq/17000000.ga10b")
+    _write(tmp_path, "class/devfreq/15340000.vic/device/of_node/name", "vic")  # sorts before the GPU
+    _write(tmp_path, "class/devfreq/15340000.vic/cur_freq", 115000000)
+    _write(tmp_path, "class/devfreq/17000000.nvgpu/device/of_node/name", "NVGPU\x00")
+    _write(tmp_path, "class/devfreq/17000000.nvgpu/cur_freq", 624750000)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    assert backend.read().gpu_freq_mhz == 624.75
+    assert backend.meta()["gpu_freq"] == str(tmp_path / "class/devfreq/17000000.nvgpu/cur_freq")
+
+
+def test_meta_names_where_each_value_is_read(tmp_path):
+    agx_orin_tree(tmp_path)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    first, second = str(tmp_path / "class/hwmon/hwmon1"), str(tmp_path / "class/hwmon/hwmon2")  # found through class/
+    assert backend.meta() == {
+        "root": str(tmp_path),
+        "rails": {"VDD_GPU_SOC": first, "VDD_CPU_CV": first, "VIN_SYS_5V0": first, "VDDQ_VDD2_1V8AO": second},
+        "gpu_load": str(tmp_path / "devices/platform/gpu.0/load"),
+        "gpu_freq": str(tmp_path / "class/devfreq/17000000.ga10b/cur_freq"),
+    }
+    (tmp_path / "devices/platform/gpu.0/load").unlink()
+    shutil.rmtree(tmp_path / "class/devfreq/17000000.ga10b")
+    bare = SysfsBackend(tmp_path)
+    bare.open()
+    assert (bare.meta()["gpu_load"], bare.meta()["gpu_freq"]) == (None, None)
+    assert SysfsBackend().root == SysfsBackend("/sys").root  # the kernel's mount point by default
+
+
+def test_rails_whose_files_are_all_missing_are_named(tmp_path):
+    hw = agx_orin_tree(tmp_path)
+    for f in tmp_path.glob("bus/i2c/drivers/ina3221/*/hwmon/hwmon*/in[1-3]_input"):
+        f.unlink()
+    with pytest.raises(TelemetryUnavailable) as err:
+        SysfsBackend(tmp_path).open()
+    assert str(err.value) == (
+        f"INA3221 rails found under {tmp_path} but none is readable (VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0, "
+        "VDDQ_VDD2_1V8AO); check permissions"
+    )
+    assert hw.exists()
+
+
+def test_no_power_monitor_names_the_reason_in_full(tmp_path):
+    with pytest.raises(TelemetryUnavailable) as err:
+        SysfsBackend(tmp_path).open()
+    assert str(err.value) == (
+        f"no INA3221 power monitor under {tmp_path} (no hwmon named ina3221, no ina3221x device); this is not a Jetson "
+        "module with power monitors"
+    )
+
+
+def test_thermal_zone_names_as_tegrastats_prints_them(tmp_path):
+    """Xavier on JetPack 4 names zones like Tboard_tegra and Tdiode_tegra, printed by tegrastats as Tboard@ and Tdiode@
+    (the AGX Xavier line in test_telemetry_tegrastats); jetson-stats cuts a zone's type at its first "-", else "_"."""
+    agx_orin_tree(tmp_path)
+    for i, kind in enumerate(["Tboard_tegra", "Tdiode_tegra", "AO-therm"], start=3):
+        _write(tmp_path, f"devices/virtual/thermal/thermal_zone{i}/type", kind)
+        _write(tmp_path, f"devices/virtual/thermal/thermal_zone{i}/temp", 31000 + i)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    temps = backend.read().temps_c
+    assert (temps["Tboard"], temps["Tdiode"], temps["AO"]) == (31.003, 31.004, 31.005)
+
+
+def test_a_dla_seen_under_two_host1x_paths_is_one_dla(tmp_path):
+    """The JetPack 5 and 6 paths of the host1x node may both exist (one a link to the other): DLA0 is read once."""
+    agx_orin_tree(tmp_path)
+    jp6 = tmp_path / "devices/platform/bus@0/13e00000.host1x"
+    jp6.parent.mkdir(parents=True)
+    jp6.symlink_to(tmp_path / T234_JP5)
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    assert [name for name, _ in backend._dlas] == ["DLA0", "DLA1"]
+
+
+def test_jetpack_4_channels_without_a_rail_are_skipped(tmp_path):
+    nano_jp4_tree(tmp_path)
+    dev = tmp_path / "bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    (dev / "rail_name_2").write_text("NC\n")
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    assert list(backend.read().power_mw) == ["POM_5V_IN", "POM_5V_GPU"]
+    (dev / "rail_name_1").unlink()
+    backend = SysfsBackend(tmp_path)
+    backend.open()
+    assert list(backend.read().power_mw) == ["POM_5V_IN"]
