@@ -145,6 +145,13 @@ def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProce
     return subprocess.run([*edge_run_cmd(), *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def run_edge(*args: str, cwd: Path) -> str:
+    """An `edge` command (dla, calib, build...) in ``cwd`` that must succeed; its stdout and stderr together."""
+    proc = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
 def run_results(config: Path, out: Path, frames: int) -> list:
     """edge-run with ``config`` on its first ``frames`` frames; the JSONL lines it wrote, one per frame."""
     import json

@@ -26,7 +26,7 @@ from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
 from tests import references
-from tests.conftest import run_cli, run_results
+from tests.conftest import run_cli, run_edge, run_results
 
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
@@ -324,21 +324,12 @@ def test_fp16_outputs_decode_like_fp32(face):
 # -- every tool on both models -------------------------------------------------------------------------------------
 
 
-def _edge(*args: str, cwd: Path) -> str:
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout + proc.stderr
-
-
 @pytest.mark.slow
 def test_picodet_through_dla_calib_and_build(layout, tmp_path):
     """edge dla predicts the division-heavy head mostly off the DLA and --fix brings it back; edge calib measures
     INT8 by the detections picodet decodes; TensorRT-RTX builds the Q/DQ model it writes."""
     pytest.importorskip("tensorrt_rtx")
-    before = _edge("dla", "asset://picodet-layout", "--target", "orin", "--fix", "fixed.onnx", cwd=tmp_path)
+    before = run_edge("dla", "asset://picodet-layout", "--target", "orin", "--fix", "fixed.onnx", cwd=tmp_path)
     assert "div-by-constant-as-mul: 94 site(s)" in before  # PicoDet's HardSwish-style divisions by 6
     assert "dla_flops_share 0.2325->0.9998" in before
     pages = tmp_path / "pages"
@@ -346,31 +337,31 @@ def test_picodet_through_dla_calib_and_build(layout, tmp_path):
     for name, image in layout["pages"].items():
         assert cv2.imwrite(str(pages / f"{name}.png"), image)
     cfg = Path(__file__).parent.parent / "configs" / "picodet.example.yaml"
-    out = _edge("calib", "--config", str(cfg), "--images", "pages", "--cache", "p.cache", "--qdq", "p.qdq.onnx", cwd=tmp_path)
+    out = run_edge("calib", "--config", str(cfg), "--images", "pages", "--cache", "p.cache", "--qdq", "p.qdq.onnx", cwd=tmp_path)
     assert "decisions of picodet (10 classes): the detections both report" in out
     detections = [line.split() for line in out.splitlines() if line.strip().startswith("detections")]
     assert detections and int(detections[0][1]) >= 5  # FP32 found at least the pages' five figures and texts
-    built = _edge("build", "p.qdq.onnx", "-o", "p.engine", cwd=tmp_path)
+    built = run_edge("build", "p.qdq.onnx", "-o", "p.engine", cwd=tmp_path)
     assert "precisions fp32, int8" in built and (tmp_path / "p.engine").stat().st_size > 1 << 20
-    fp32 = _edge("build", "asset://picodet-layout", "-o", "fp32.engine", cwd=tmp_path)  # the asset by name, as dla takes it
+    fp32 = run_edge("build", "asset://picodet-layout", "-o", "fp32.engine", cwd=tmp_path)  # the asset by name, as dla takes it
     assert "precisions fp32 (strongly typed" in fp32 and (tmp_path / "fp32.engine").is_file()
 
 
 @pytest.mark.slow
 def test_centerface_through_calib_and_build(face, tmp_path):
     pytest.importorskip("tensorrt_rtx")
-    _edge("dla", "asset://centerface", "--target", "orin", "--shape", f"input.1=1x3x{FACE_H}x{FACE_W}", "--fix",
+    run_edge("dla", "asset://centerface", "--target", "orin", "--shape", f"input.1=1x3x{FACE_H}x{FACE_W}", "--fix",
           "centerface-736x544.onnx", cwd=tmp_path)  # fmt: skip
     frames = tmp_path / "frames"
     frames.mkdir()
     for k, bgr in enumerate(face["frames"][:12]):
         assert cv2.imwrite(str(frames / f"{k:02}.png"), bgr)
     cfg = Path(__file__).parent.parent / "configs" / "centerface.example.yaml"
-    out = _edge("calib", "centerface-736x544.onnx", "--config", str(cfg), "--images", "frames", "--cache", "c.cache",
+    out = run_edge("calib", "centerface-736x544.onnx", "--config", str(cfg), "--images", "frames", "--cache", "c.cache",
                 "--qdq", "c.qdq.onnx", cwd=tmp_path)  # fmt: skip
     assert "decisions of centerface (1 classes, 5 keypoints)" in out
     detections = [line.split() for line in out.splitlines() if line.strip().startswith("detections")]
     assert int(detections[0][1]) >= 12  # one or two faces in most of the twelve frames
     assert float(detections[0][2]) >= 0.8  # INT8 keeps most of them (measured: see docs/models.md)
-    built = _edge("build", "c.qdq.onnx", "-o", "c.engine", cwd=tmp_path)
+    built = run_edge("build", "c.qdq.onnx", "-o", "c.engine", cwd=tmp_path)
     assert "precisions fp32, int8" in built

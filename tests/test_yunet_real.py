@@ -10,8 +10,6 @@ FaceDetectorYN does not (its boxes may start at x = -11), so the reference's box
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List
@@ -24,7 +22,7 @@ from edge.errors import ConfigError, RunFailed
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import Preprocessor, PreprocessSpec, plan_resize
 from edge.runtime.postprocess import heads, resolved_task
-from tests.conftest import run_results
+from tests.conftest import run_edge, run_results
 
 ort = pytest.importorskip("onnxruntime")
 cv2 = pytest.importorskip("cv2")
@@ -45,11 +43,7 @@ def yunet(megamind_every_9th: list, tmp_path_factory) -> dict:
 
     model = str(assets.resolve("yunet", quiet=True))
     wide = tmp_path_factory.mktemp("yunet") / "yunet-736x544.onnx"
-    proc = subprocess.run(
-        [sys.executable, "-m", "edge", "dla", model, "--target", "orin", "--shape", "input=1x3x544x736", "--fix", str(wide)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    run_edge("dla", model, "--target", "orin", "--shape", "input=1x3x544x736", "--fix", str(wide), cwd=wide.parent)
     return {"model": model, "wide": str(wide), "frames": megamind_every_9th, SPEC: _session(model), WIDE: _session(str(wide))}
 
 
@@ -193,29 +187,23 @@ def test_nan_is_refused_naming_the_output_and_fp16_decodes_like_fp32(yunet):
 # -- every tool on the model ---------------------------------------------------------------------------------------
 
 
-def _edge(*args: str, cwd: Path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout + proc.stderr
-
-
 @pytest.mark.slow
 def test_yunet_through_dla_calib_and_build(yunet, tmp_path):
     """edge dla predicts it, edge calib measures INT8 by the faces yunet decodes (the example config names the
     decoder), TensorRT-RTX builds the Q/DQ model edge calib writes and the FP32 file as it is."""
     pytest.importorskip("tensorrt_rtx")
-    dla = _edge("dla", "asset://yunet", "--target", "orin", cwd=tmp_path)
+    dla = run_edge("dla", "asset://yunet", "--target", "orin", cwd=tmp_path)
     assert "DLA subgraphs: 1 " in dla and "on GPU because of: shuffle" in dla  # the heads' reshapes and transposes
     frames = tmp_path / "frames"
     frames.mkdir()
     for k, bgr in enumerate(yunet["frames"][:12]):
         assert cv2.imwrite(str(frames / f"{k:02}.png"), bgr)
     cfg = ROOT / "configs" / "yunet.example.yaml"
-    out = _edge("calib", "--config", str(cfg), "--images", "frames", "--cache", "y.cache", "--qdq", "y.qdq.onnx", cwd=tmp_path)
+    out = run_edge("calib", "--config", str(cfg), "--images", "frames", "--cache", "y.cache", "--qdq", "y.qdq.onnx", cwd=tmp_path)
     assert "decisions of yunet (1 classes, 5 keypoints)" in out
     detections = [line.split() for line in out.splitlines() if line.strip().startswith("detections")]
     assert int(detections[0][1]) >= 8  # FP32's faces at 0.9 on these twelve frames
-    built = _edge("build", "y.qdq.onnx", "-o", "y.engine", cwd=tmp_path)
+    built = run_edge("build", "y.qdq.onnx", "-o", "y.engine", cwd=tmp_path)
     assert "precisions fp32, int8" in built
-    fp32 = _edge("build", "asset://yunet", "-o", "fp32.engine", cwd=tmp_path)
+    fp32 = run_edge("build", "asset://yunet", "-o", "fp32.engine", cwd=tmp_path)
     assert "precisions fp32 (strongly typed" in fp32 and (tmp_path / "fp32.engine").is_file()
