@@ -1,17 +1,23 @@
-"""Sources by URI on real files: video, image folders and globs, loops, vanishing files, clear errors."""
+"""Sources by URI on real files: video, image folders and globs, loops, vanishing files, clear errors; image headers
+against the formats' definitions; cameras and streams in-process through a stand-in for cv2.VideoCapture."""
 
 from __future__ import annotations
 
+import logging
+import re
+import struct
+import sys
 import threading
 from types import SimpleNamespace
 
 import cv2
+import numpy as np
 import pytest
 
-from edge.config import SourceConfig
-from edge.errors import EdgeError
+from edge.config import ReconnectConfig, SourceConfig
+from edge.errors import EdgeError, MissingDependency, RunFailed
 from edge.redact import redact
-from edge.runtime.sources import csi_pipeline, gstreamer_available, open_source
+from edge.runtime.sources import _jpeg_size, csi_pipeline, gstreamer_available, image_problem, open_source, read_image
 
 
 def src_cfg(uri, **kw):
@@ -123,3 +129,379 @@ def test_live_flag_can_be_forced(megamind):
             pass
         told.append(getattr(src, "_told_short", False))
     assert told == [True, False]  # the file source warns of a truncated file; the live one has no length to miss
+
+
+# -- in-process: what each source hands over and says, with no child process --------------------------------------
+
+
+def small_image():
+    """A 40x30 BGR image with varied pixels (a flat one would compress to nothing)."""
+    return (np.arange(30 * 40 * 3) % 251).astype(np.uint8).reshape(30, 40, 3)
+
+
+def encoded(ext):
+    ok, data = cv2.imencode(ext, small_image())
+    assert ok
+    return data.tobytes()
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def with_fill_bytes(jpeg, n):
+    """The JPEG with n 0xFF fill bytes before its start-of-frame marker (ITU-T T.81 B.1.1.2 allows any number)."""
+    at = jpeg.find(b"\xff\xc0")  # OpenCV writes baseline JPEGs: SOF0
+    assert at > 0
+    return jpeg[:at] + b"\xff" * n + jpeg[at:]
+
+
+def with_jpeg_size(jpeg, width, height):
+    """SOF0 is FF C0, Lf (2 bytes), P (1), Y = lines (2), X = samples per line (2): T.81 B.2.2."""
+    at = jpeg.find(b"\xff\xc0")
+    return jpeg[: at + 5] + struct.pack(">HH", height, width) + jpeg[at + 9 :]
+
+
+@pytest.mark.parametrize("fill", [1, 3])
+def test_jpeg_size_skips_fill_bytes_before_a_marker(tmp_path, fill):
+    """libjpeg decodes a JPEG with fill bytes before its SOF as the same image; its size is still read from the header,
+    so one past the pixel cap is refused before decoding (an odd count catches a skip of two at a time)."""
+    jpeg = with_fill_bytes(encoded(".jpg"), fill)
+    decoded = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded.shape == (30, 40, 3)
+    assert _jpeg_size(jpeg) == (40, 30)
+    assert image_problem(write(tmp_path / "ok.jpg", jpeg)) is None
+    huge = write(tmp_path / "huge.jpg", with_jpeg_size(jpeg, 9000, 8000))
+    assert image_problem(huge) == "9000x8000 pixels, over the 67-megapixel cap"
+
+
+def test_image_problem_names_what_is_wrong_with_each_format(tmp_path):
+    """Signatures and header sizes from the formats' definitions: PNG's 8-byte signature and IHDR width/height
+    (big-endian at 16..23), BMP's 'BM' with width at 18..21 and height at 22..25 (signed, negative = top-down),
+    RIFF....WEBP; the extension's case does not matter."""
+    jpeg, png, bmp, webp = encoded(".jpg"), encoded(".png"), encoded(".bmp"), encoded(".webp")
+    for name, data in (("a.jpg", jpeg), ("a.png", png), ("A.PNG", png), ("a.bmp", bmp), ("a.webp", webp)):
+        path = write(tmp_path / name, data)
+        assert image_problem(path) is None, name
+        assert read_image(path).shape == (30, 40, 3), name  # and OpenCV decodes each of them
+    assert image_problem(write(tmp_path / "cut.jpg", jpeg[:-2])) == "not a whole JPEG (truncated or damaged)"
+    assert image_problem(write(tmp_path / "b.png", jpeg)) == "not a PNG"
+    assert image_problem(write(tmp_path / "B.PNG", jpeg)) == "not a PNG"
+    big_png = png[:16] + struct.pack(">II", 9000, 8000) + png[24:]
+    assert image_problem(write(tmp_path / "big.PNG", big_png)) == "9000x8000 pixels, over the 67-megapixel cap"
+    assert image_problem(write(tmp_path / "b.webp", b"RIFF\x00\x00\x00\x00WAVEfmt ")) == "not a WebP"
+    top_down = bmp[:18] + struct.pack("<ii", 9000, -8000) + bmp[26:]
+    assert image_problem(write(tmp_path / "top.bmp", top_down)) == "9000x8000 pixels, over the 67-megapixel cap"
+    # 26 bytes hold the width and height: enough to refuse a size; 25 are not a BMP header
+    assert image_problem(write(tmp_path / "h26.bmp", top_down[:26])) == "9000x8000 pixels, over the 67-megapixel cap"
+    assert image_problem(write(tmp_path / "h25.bmp", top_down[:25])) == "not a BMP"
+
+
+def test_folder_without_images_lists_the_extensions_it_takes(tmp_path):
+    (tmp_path / "notes.txt").write_text("not an image")
+    with pytest.raises(EdgeError) as exc:
+        open_source(src_cfg(tmp_path), threading.Event())
+    assert str(exc.value) == (
+        f"source '{tmp_path}': folder has no images (.bmp, .jpeg, .jpg, .pgm, .png, .ppm, .tif, .tiff, .webp)"
+    )
+
+
+def test_a_device_that_is_no_file_says_what_to_give():
+    with pytest.raises(EdgeError) as exc:
+        open_source(src_cfg("/dev/null"), threading.Event())
+    assert str(exc.value) == (
+        "source '/dev/null': a character device, not a video or image file; give a video file, an image folder or "
+        "glob, /dev/videoN for a camera, csi://N or rtsp://…"
+    )
+
+
+def test_relative_paths_are_taken_from_base_dir_or_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "frames").mkdir()
+    write(tmp_path / "frames" / "a.jpg", encoded(".jpg"))
+    src = open_source(src_cfg("frames"), threading.Event(), base_dir=tmp_path)
+    assert src.info()["uri"] == str(tmp_path / "frames")  # the name the summary and errors show
+    assert [f.origin for f in read_all(src)] == ["a.jpg"]
+    monkeypatch.chdir(tmp_path)
+    src = open_source(src_cfg("frames"), threading.Event())  # no base_dir: the working directory's
+    assert src.info()["uri"] == "frames" and [f.origin for f in read_all(src)] == ["a.jpg"]
+
+
+def test_skipped_images_say_why_and_only_the_first_ten_are_logged(tmp_path, caplog):
+    write(tmp_path / "a.jpg", encoded(".jpg"))
+    write(tmp_path / "b00.tif", b"II*\x00" + bytes(200))  # a TIFF signature, then nothing a decoder can use
+    for i in range(1, 11):
+        write(tmp_path / f"b{i:02d}.jpg", encoded(".jpg")[:-2])
+    src = open_source(src_cfg(tmp_path), threading.Event())
+    with caplog.at_level(logging.WARNING, logger="edge.source"):
+        assert [f.origin for f in read_all(src)] == ["a.jpg"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "edge.source"]
+    assert len(lines) == 10 and src.info()["skipped"] == 11
+    assert lines[0] == f"source {tmp_path}: cannot read {tmp_path / 'b00.tif'} (OpenCV cannot decode it); skipped"
+    assert lines[1] == (
+        f"source {tmp_path}: cannot read {tmp_path / 'b01.jpg'} (not a whole JPEG (truncated or damaged)); skipped"
+    )
+    assert all(not line.endswith("in the summary)") for line in lines[:9])
+    assert lines[9] == (
+        f"source {tmp_path}: cannot read {tmp_path / 'b09.jpg'} (not a whole JPEG (truncated or damaged)); skipped; "
+        "further skips are only counted (source.skipped in the summary)"
+    )
+
+
+def test_a_folder_of_only_broken_images_is_an_error_not_an_empty_run(tmp_path):
+    for name in ("a.jpg", "b.jpg"):
+        write(tmp_path / name, encoded(".jpg")[:-2])
+    src = open_source(src_cfg(tmp_path), threading.Event())
+    with pytest.raises(EdgeError) as exc:
+        src.read()
+    assert str(exc.value) == (
+        f"source '{tmp_path}': none of its 2 files could be read as images (corrupt, or larger than 67 megapixels)"
+    )
+
+
+def test_a_one_frame_video_loops(tmp_path):
+    clip = str(tmp_path / "one.avi")
+    writer = cv2.VideoWriter(clip, cv2.VideoWriter_fourcc(*"MJPG"), 10, (40, 30))
+    writer.write(small_image())
+    writer.release()
+    src = open_source(src_cfg(clip, loop=True), threading.Event())
+    assert [f.index for f in read_all(src, limit=3)] == [0, 1, 2]
+    assert src.info()["declared_frames"] == 1
+
+
+def test_asset_clip_loops_and_reports_its_declared_frames(megamind):
+    src = open_source(src_cfg("asset://megamind", loop=True), threading.Event())
+    assert len(read_all(src, limit=272)) == 272  # the clip holds 270 frames: two more come from its start again
+    assert src.info()["declared_frames"] == 270 and src.info()["uri"] == "asset://megamind"
+
+
+def test_without_cv2_a_video_source_says_what_to_install(tmp_path, monkeypatch):
+    clip = write(tmp_path / "clip.mp4", b"\x00" * 64)
+    monkeypatch.setitem(sys.modules, "cv2", None)  # import cv2 now fails, as where OpenCV is not installed
+    with pytest.raises(MissingDependency, match=r"^Python module 'cv2' is needed for video capture but cannot be"):
+        open_source(src_cfg(clip), threading.Event())
+
+
+# Cameras and streams through a stand-in for OpenCV: no camera, no network, and pip's cv2 here has no GStreamer.
+
+
+def build_info(gstreamer):
+    """This cv2's real build information with its 'GStreamer:' line saying ``gstreamer`` (e.g. 'YES (1.22.0)')."""
+    text, n = re.subn(r"(?m)^(\s*GStreamer:\s+).*$", lambda m: m.group(1) + gstreamer, cv2.getBuildInformation())
+    assert n == 1
+    return text
+
+
+def fake_build_info(monkeypatch, gstreamer):
+    """cv2.getBuildInformation faked to say ``gstreamer`` on its GStreamer line."""
+    info = build_info(gstreamer)
+    monkeypatch.setattr(cv2, "getBuildInformation", lambda: info)
+
+
+class FakeCapture:
+    """Stands in for cv2.VideoCapture (monkeypatched: see ``capture``). Like OpenCV's it takes (target[,
+    apiPreference[, params]]), records each cap.set(propId, value), declares a frame size through cap.get and hands
+    out the frames queued for it."""
+
+    def __init__(self, world, *args):
+        self.world, self.args, self.sets = world, args, []
+        self.opened = world.opens.pop(0) if world.opens else True
+        world.caps.append(self)
+
+    def isOpened(self):
+        return self.opened
+
+    def release(self):
+        self.world.released += 1
+
+    def set(self, prop_id, value):
+        self.sets.append((prop_id, value))
+        return True
+
+    def get(self, prop_id):
+        sizes = {cv2.CAP_PROP_FRAME_WIDTH: self.world.size[0], cv2.CAP_PROP_FRAME_HEIGHT: self.world.size[1]}
+        return float(sizes.get(prop_id, 0))
+
+    def read(self, image=None):
+        return (True, self.world.frames.pop(0)) if self.world.frames else (False, None)
+
+
+@pytest.fixture()
+def capture(monkeypatch):
+    """A cv2 with GStreamer whose VideoCapture is a FakeCapture; set ``opens`` (False: that open fails), ``size``
+    (what the capture declares) and ``frames`` before opening a source."""
+    world = SimpleNamespace(opens=[], caps=[], released=0, size=(1920, 1080), frames=[])
+    monkeypatch.setattr(cv2, "VideoCapture", lambda *args: FakeCapture(world, *args))
+    fake_build_info(monkeypatch, "YES (1.22.0)")
+    return world
+
+
+def test_gstreamer_is_read_from_the_build_information(monkeypatch):
+    """OpenCV's build information has a line like '    GStreamer:                   YES (1.22.0)' (faked here: this
+    cv2 says NO)."""
+    for line, want in (("YES (1.22.0)", True), ("NO", False)):
+        fake_build_info(monkeypatch, line)
+        assert gstreamer_available() is want, line
+
+
+def test_csi_camera_opens_nvarguscamerasrc_through_gstreamer(capture):
+    src = open_source(src_cfg("csi://1"), threading.Event())
+    assert capture.caps[0].args == (
+        "nvarguscamerasrc sensor-id=1 ! video/x-raw(memory:NVMM), width=1920, height=1080, framerate=30/1, "
+        "format=NV12 ! nvvidconv flip-method=0 ! video/x-raw, format=BGRx ! videoconvert ! video/x-raw, format=BGR ! "
+        "appsink drop=true max-buffers=1",
+        cv2.CAP_GSTREAMER,
+    )
+    assert (src.live, src.format, src.info()["uri"]) == (True, "bgr", "csi://1")
+
+
+def test_csi_camera_for_the_gpu_takes_nv12_at_the_configured_size(capture):
+    cfg = src_cfg("csi://0", width=1280, height=720, framerate=60, flip=2, color_matrix="bt709", color_range="full")
+    src = open_source(cfg, threading.Event(), gpu=True)
+    assert capture.caps[0].args == (
+        "nvarguscamerasrc sensor-id=0 ! video/x-raw(memory:NVMM), width=1280, height=720, framerate=60/1, "
+        "format=NV12 ! nvvidconv flip-method=2 ! video/x-raw, format=NV12 ! appsink drop=true max-buffers=1",
+        cv2.CAP_GSTREAMER,
+    )
+    assert src.format == "nv12" and src.info()["colour"] == "bt709-full"
+
+
+def test_v4l2_camera_for_the_gpu_sets_size_rate_then_raw_yuyv(capture, tmp_path):
+    device = tmp_path / "video0"
+    device.touch()
+    cfg = src_cfg(f"v4l2://{device}", width=1280, height=720, framerate=30, color_range="full")
+    src = open_source(cfg, threading.Event(), gpu=True)
+    cap = capture.caps[0]
+    assert cap.args == (str(device), cv2.CAP_V4L2)
+    assert cap.sets == [
+        (cv2.CAP_PROP_FRAME_WIDTH, 1280),
+        (cv2.CAP_PROP_FRAME_HEIGHT, 720),
+        (cv2.CAP_PROP_FPS, 30),
+        (cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*"YUYV")),  # the pixel format first, then conversion off
+        (cv2.CAP_PROP_CONVERT_RGB, 0),
+    ]
+    assert src.format == "yuyv" and src.info()["colour"] == "bt601-full"
+    capture.frames.append(np.zeros((720, 1280, 2), np.uint8))  # the camera's YUYV bytes
+    frame = src.read()
+    assert frame.format == "yuyv" and src.format == "yuyv"
+
+
+def test_a_yuv_camera_that_opencv_converted_is_followed_with_a_warning(capture, caplog):
+    src = open_source(src_cfg("csi://0"), threading.Event(), gpu=True)
+    capture.frames.append(np.zeros((1080, 1920, 3), np.uint8))  # BGR, where NV12 was asked for
+    with caplog.at_level(logging.WARNING, logger="edge.source"):
+        frame = src.read()
+    assert frame.format == "bgr" and src.format == "bgr" and frame.image.shape == (1080, 1920, 3)
+    assert [r.getMessage() for r in caplog.records if r.name == "edge.source"] == [
+        "source csi://0: OpenCV delivers BGR, not nv12; the CPU converted it"
+    ]
+
+
+def test_a_bgr_camera_that_delivers_four_channels_is_refused(capture):
+    src = open_source(src_cfg("csi://0", format="bgr"), threading.Event())
+    capture.frames.append(np.zeros((1080, 1920, 4), np.uint8))
+    with pytest.raises(EdgeError) as exc:
+        src.read()
+    assert str(exc.value) == (
+        "a bgr frame must be uint8 of shape (H, W, 3), got uint8 [1080, 1920, 4]: set source.format to what the camera delivers"
+    )
+
+
+def test_a_camera_declaring_more_than_the_pixel_cap_is_refused_before_a_frame(capture):
+    capture.size = (8192, 8192)  # the cap itself opens
+    open_source(src_cfg("csi://0"), threading.Event())
+    capture.size = (8193, 8192)
+    with pytest.raises(EdgeError) as exc:
+        open_source(src_cfg("csi://0"), threading.Event())
+    assert str(exc.value) == (
+        "source 'csi://0': frames of 8193x8192 pixels are over the 67-megapixel cap (image files have it too); "
+        "lower the camera's or stream's resolution"
+    )
+    assert capture.released == 1  # the refused capture is let go
+
+
+def stream_cfg(uri, max_attempts):
+    return src_cfg(uri, reconnect=ReconnectConfig(initial_delay_s=0.0, max_delay_s=0.0, max_attempts=max_attempts))
+
+
+def test_stream_gives_up_after_max_attempts(capture):
+    capture.opens = [False, False, False]  # never reachable
+    uri = "rtsp://admin:secret@127.0.0.1:8554/cam"
+    src = open_source(stream_cfg(uri, 2), threading.Event(), late=True)
+    with pytest.raises(RunFailed) as exc:
+        src.read()
+    assert str(exc.value) == (
+        "source 'rtsp://admin:***@127.0.0.1:8554/cam': stream lost and 2 reconnect attempts failed; check the "
+        "camera/server, or raise source.reconnect.max_attempts (0 = forever)"
+    )
+    assert len(capture.caps) == 3 and capture.caps[0].args[:2] == (uri, cv2.CAP_FFMPEG)
+
+
+def test_stream_that_comes_back_counts_a_reconnect(capture):
+    capture.opens = [False]  # not reachable at the start, then back
+    capture.frames.append(np.zeros((1080, 1920, 3), np.uint8))
+    src = open_source(stream_cfg("rtsp://127.0.0.1:8554/cam", 0), threading.Event(), late=True)
+    assert src.info()["reconnects"] == 0
+    assert src.read().image.shape == (1080, 1920, 3)
+    assert src.info()["reconnects"] == 1
+
+
+def test_stream_frames_past_the_pixel_cap_stop_the_run(capture):
+    capture.size = (0, 0)  # a stream that declares no size
+    src = open_source(stream_cfg("rtsp://127.0.0.1:8554/cam", 0), threading.Event())
+    capture.frames.append(np.broadcast_to(np.zeros(3, np.uint8), (9000, 8000, 3)))  # no memory behind it
+    with pytest.raises(RunFailed) as exc:
+        src.read()
+    assert str(exc.value) == (
+        "source 'rtsp://127.0.0.1:8554/cam': frames of 8000x9000 pixels are over the 67-megapixel cap (image files "
+        "have it too); lower the camera's or stream's resolution"
+    )
+
+
+# -- bugs found by the mutation work, left for the module's owner (edge/ was not to be changed here) -----------------
+
+
+def os2_bmp(image):
+    """An OS/2 1.x BMP: the 14-byte file header, then a 12-byte BITMAPCOREHEADER whose width and height are 16-bit
+    (bytes 18..19 and 20..21), then bottom-up 24-bit rows (4-byte aligned: 40 pixels are 120 bytes)."""
+    h, w = image.shape[:2]
+    rows = b"".join(image[y].tobytes() for y in range(h - 1, -1, -1))
+    return b"BM" + struct.pack("<IHHI", 26 + len(rows), 0, 0, 26) + struct.pack("<IHHHH", 12, w, h, 1, 24) + rows
+
+
+def test_an_os2_bmp_that_opencv_decodes_is_not_refused(tmp_path):
+    data = os2_bmp(small_image())
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    np.testing.assert_array_equal(decoded, small_image())  # OpenCV reads this header kind
+    path = write(tmp_path / "os2.bmp", data)
+    assert image_problem(path) is None
+    np.testing.assert_array_equal(read_image(path), small_image())
+
+
+class Spinning(Exception):
+    pass
+
+
+def test_a_looping_folder_that_emptied_does_not_spin(image_dir, monkeypatch):
+    from edge.runtime import sources
+
+    tries = []
+
+    def read_image_bounded(path):  # the real reader, but a spin ends the test instead of hanging it
+        tries.append(path)
+        if len(tries) > 100:
+            raise Spinning(f"{len(tries)} reads of vanished files in one read()")
+        return read_image(path)
+
+    src = open_source(src_cfg(image_dir, loop=True), threading.Event())
+    assert src.read().origin == "f000.jpg"
+    for f in image_dir.glob("*.jpg"):
+        f.unlink()
+    monkeypatch.setattr(sources, "read_image", read_image_bounded)
+    with pytest.raises(RunFailed) as err:  # the run ends saying why, after one pass over the vanished files
+        src.read()
+    assert str(err.value) == (
+        f"source '{src.description}': none of its {len(src.files)} files can be read any more (removed or replaced since "
+        "the run began, after 1 frame(s)); the run stops"
+    )
+    assert len(tries) == len(src.files)

@@ -291,6 +291,7 @@ class ImageSource(Source):
         self.files, self.description, self.loop = files, description, loop
         self._pos = 0
         self.skipped = 0
+        self._failing = 0  # files skipped in a row: a whole pass of them means none can be read any more
 
     def read(self) -> Optional[Frame]:
         while True:
@@ -302,9 +303,11 @@ class ImageSource(Source):
             self._pos += 1
             image = read_image(path)
             if image is not None:
+                self._failing = 0
                 return self._into_ring(image, os.path.basename(path))
             # A file that vanished or is not an image: skip it, but never spin on a folder that emptied.
             self.skipped += 1
+            self._failing += 1
             if self.skipped <= WARN_SKIPPED:
                 more = "; further skips are only counted (source.skipped in the summary)" if self.skipped == WARN_SKIPPED else ""
                 why = image_problem(path) or "OpenCV cannot decode it"  # read again only for the few that are told
@@ -313,6 +316,11 @@ class ImageSource(Source):
                 raise EdgeError(
                     f"source '{self.description}': none of its {len(self.files)} files could be read as images (corrupt, "
                     f"or larger than {MAX_IMAGE_PIXELS // 1_000_000} megapixels)"
+                )
+            if self._failing >= len(self.files):  # a looping folder whose files all vanished or broke since the start
+                raise RunFailed(
+                    f"source '{self.description}': none of its {len(self.files)} files can be read any more (removed or "
+                    f"replaced since the run began, after {self._index} frame(s)); the run stops"
                 )
 
     def _into_ring(self, image: np.ndarray, origin: str) -> Optional[Frame]:
@@ -384,7 +392,13 @@ def _problem(p: str, head: bytes, tail: bytes, size: int) -> Optional[str]:
     elif ext == ".bmp":
         if not head.startswith(b"BM") or len(head) < 26:
             return "not a BMP"
-        dims = abs(int.from_bytes(head[18:22], "little", signed=True)), abs(int.from_bytes(head[22:26], "little", signed=True))
+        if int.from_bytes(head[14:18], "little") == 12:  # OS/2's BITMAPCOREHEADER: 16-bit width and height
+            dims = int.from_bytes(head[18:20], "little"), int.from_bytes(head[20:22], "little")
+        else:  # BITMAPINFOHEADER and later: 32-bit, a negative height for rows stored top-down
+            dims = (
+                abs(int.from_bytes(head[18:22], "little", signed=True)),
+                abs(int.from_bytes(head[22:26], "little", signed=True)),
+            )
     elif ext in (".pgm", ".ppm"):
         fields = re.sub(rb"#[^\n]*", b" ", head[:1024]).split()
         if len(fields) < 3 or fields[0] not in (b"P2", b"P3", b"P5", b"P6") or not (fields[1].isdigit() and fields[2].isdigit()):
