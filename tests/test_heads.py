@@ -1342,3 +1342,14 @@ def test_ssd_outputs_of_rank_4_or_told_apart_by_name_and_without_a_class():
     assert "scores [1, 1917, 1] has no class besides background" in refusal(
         {"boxes": (1, n, 4), "scores": (1, n, 1)}, spec=spec, type="ssd"
     )
+
+
+def test_a_long_refusal_cuts_its_reason_and_keeps_the_fix_at_its_end():
+    """Outputs with long names make the reason long (yunet names every missing output): past the line's limit the
+    reason is cut with an ellipsis, and the types that fit, which is what the user acts on, stay."""
+    long = {f"a_rather_long_exported_output_name_{role}_{s}": (1, n, w)
+            for role, w in (("cls", 1), ("obj", 1), ("bbox", 4), ("kps", 10)) for s, n in ((8, 400), (16, 100), (32, 25))}  # fmt: skip
+    msg = refusal(long, spec=PreprocessSpec(160, 160), type="yunet")
+    assert "\n" not in msg and len(msg) <= heads.REFUSAL_LIMIT
+    assert "the model has no cls_8, cls_16" in msg and "…; none of edge's decoders fits them" in msg
+    assert msg.endswith("; none of edge's decoders fits them")

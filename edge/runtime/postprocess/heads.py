@@ -23,6 +23,7 @@ STRIDES = (8, 16, 32)
 STRIDES_P6 = (8, 16, 32, 64)
 MAX_END2END = 1000  # an end-to-end head keeps at most a few hundred boxes; a pre-NMS output has thousands
 YOLO_LAYOUTS = ("v8", "v8t", "v5", "yolox")
+REFUSAL_LIMIT = LINE_LIMIT * 3 // 2  # a declared type that does not fit: eight outputs and the reason take room
 
 
 @dataclass
@@ -621,9 +622,11 @@ def choose(
         others = [k for k, f in FITS.items() if k != declared and isinstance(f(ctx), Head)]
         hint = f"; task.type {' or '.join(others)} fits them" if others else "; none of edge's decoders fits them"
         start = f"{key}: {declared} does not fit the model's outputs {shown(outputs)}: "
-        room = max(LINE_LIMIT - len(start) - len(hint), 80)  # a long reason (many outputs) is cut, never the fix at the end
+        # The line may run long (the outputs, then why they do not fit); past the limit the reason is cut, never the
+        # fix at its end
+        room = max(REFUSAL_LIMIT - len(start) - len(hint), 80)
         reason = fit if len(fit) <= room else fit[: room - 1] + "…"
-        raise ConfigError(one_line(start + reason + hint))
+        raise ConfigError(one_line(start + reason + hint, REFUSAL_LIMIT))
     meta_task = getattr(meta, "task", None)
     if meta_task == "obb":
         raise ConfigError(
