@@ -505,3 +505,40 @@ def test_a_looping_folder_that_emptied_does_not_spin(image_dir, monkeypatch):
         "the run began, after 1 frame(s)); the run stops"
     )
     assert len(tries) == len(src.files)
+
+
+# -- a JPEG with data after its end -------------------------------------------------------------------------------
+
+
+def _jpeg(**params) -> bytes:
+    flags = [x for k, v in params.items() for x in (getattr(cv2, f"IMWRITE_JPEG_{k.upper()}"), v)]
+    ok, buf = cv2.imencode(".jpg", small_image(), flags)
+    assert ok
+    return buf.tobytes()
+
+
+@pytest.mark.parametrize("params", [{}, {"progressive": 1}, {"rst_interval": 2}], ids=["baseline", "progressive", "restart"])
+def test_a_jpeg_with_data_after_its_end_is_read_as_the_image(tmp_path, params):
+    """A phone's Motion Photo is a JPEG with its video appended; OpenCV decodes the JPEG and ignores the rest, so edge
+    must not call it truncated. Its end is found by walking the JPEG (progressive scans and restart markers too)."""
+    jpeg = _jpeg(**params)
+    path = write(tmp_path / "motion.jpg", jpeg + b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 40)
+    assert cv2.imread(str(path)) is not None  # OpenCV reads it as it is
+    assert image_problem(path) is None
+    np.testing.assert_array_equal(read_image(path), cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR))
+
+
+def test_a_truncated_jpeg_is_refused_whatever_follows_it(tmp_path):
+    """Cut in its coded data, then followed by other bytes (a copy that broke off, padded), or carrying an EXIF
+    thumbnail whose own end marker sits in the header: none of these has an end of its own."""
+    jpeg = _jpeg()
+    cut = jpeg[: len(jpeg) * 2 // 3]
+    for name, data in (
+        ("padded.jpg", cut + bytes(range(256)) * 40),
+        ("zeros.jpg", cut + bytes(4096)),
+        # APP1 "Exif" holding a whole small JPEG, its end marker included, then the cut image
+        ("thumb.jpg", jpeg[:2] + b"\xff\xe1" + (len(jpeg) + 8).to_bytes(2, "big") + b"Exif\x00\x00" + jpeg + cut[2:]),
+    ):
+        path = write(tmp_path / name, data)
+        assert image_problem(path) == "not a whole JPEG (truncated or damaged)", name
+        assert read_image(path) is None, name

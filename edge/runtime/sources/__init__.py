@@ -365,9 +365,18 @@ def _checked(path: Any, whole: bool) -> Tuple[Optional[bytes], Optional[str]]:
             size = f.tell()
             f.seek(max(0, size - 64))
             tail = f.read()
+            data = None
+            if _is_jpeg(p, head) and _EOI not in tail and size <= MAX_IMAGE_BYTES:
+                # Data after the JPEG (a phone's Motion Photo appends its video): find the image's own end instead
+                f.seek(0)
+                data = f.read(size)
+                end = _jpeg_end(data)
+                data, tail = (data[:end], _EOI) if end is not None else (None, tail)
             problem = _problem(p, head, tail, size)
             if problem is not None or not whole:  # the header first: a file past the pixel cap is never read
                 return None, problem
+            if data is not None:
+                return data, None
             if size > MAX_IMAGE_BYTES:
                 return None, f"{size} bytes, more than the {MAX_IMAGE_BYTES >> 20} MiB an image file may hold"
             f.seek(0)
@@ -382,7 +391,7 @@ def _problem(p: str, head: bytes, tail: bytes, size: int) -> Optional[str]:
     ext = os.path.splitext(p)[1].lower()
     dims: Optional[Tuple[int, int]] = None
     if ext in (".jpg", ".jpeg"):
-        if not head.startswith(b"\xff\xd8") or b"\xff\xd9" not in tail:
+        if not head.startswith(b"\xff\xd8") or _EOI not in tail:
             return "not a whole JPEG (truncated or damaged)"
         dims = _jpeg_size(head)
     elif ext == ".png":
@@ -414,6 +423,55 @@ def _problem(p: str, head: bytes, tail: bytes, size: int) -> Optional[str]:
 
 
 _HEAD_BYTES = 1 << 16  # a JPEG's size sits after its EXIF and ICC blocks, usually well inside this
+
+
+_EOI = b"\xff\xd9"
+
+
+def _is_jpeg(p: str, head: bytes) -> bool:
+    return os.path.splitext(p)[1].lower() in (".jpg", ".jpeg") and head.startswith(b"\xff\xd8")
+
+
+def _jpeg_end(data: bytes) -> Optional[int]:
+    """Where a JPEG's end-of-image marker ends, found by walking its marker segments (by their lengths, so an EXIF
+    thumbnail's own end marker is skipped) and its entropy-coded data, in which a 0xFF byte is followed by 0x00 or a
+    restart marker (ITU-T T.81, B.1.1); None when the image has no end (truncated)."""
+    at, n = 2, len(data)
+    while at + 1 < n:
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker == 0xD9:
+            return at + 2
+        if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # markers without a length
+            at += 2
+            continue
+        if at + 4 > n:
+            return None
+        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+        if marker == 0xDA:  # start of scan: coded data runs to the next marker
+            while True:
+                at = data.find(b"\xff", at)
+                if at < 0 or at + 1 >= n:
+                    return None
+                following = data[at + 1]
+                if following == 0 or 0xD0 <= following <= 0xD7:
+                    at += 2
+                elif following == 0xFF:
+                    at += 1
+                elif following in _AFTER_SCAN:
+                    break
+                else:  # no marker a JPEG puts after its coded data: damaged, or data after a truncated image
+                    return None
+    return None
+
+
+# What may follow a scan's coded data (T.81, B.2.1 and B.5): the end of the image, another scan, tables (DQT, DHT,
+# DAC, DRI, DNL), a comment or an application segment.
+_AFTER_SCAN = frozenset([0xD9, 0xDA, 0xDB, 0xC4, 0xCC, 0xDD, 0xDC, 0xFE, *range(0xE0, 0xF0)])
 
 
 def _jpeg_size(data: bytes) -> Optional[Tuple[int, int]]:
