@@ -13,6 +13,8 @@ from types import SimpleNamespace
 import cv2
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edge.config import ReconnectConfig, SourceConfig
 from edge.errors import EdgeError, MissingDependency, RunFailed
@@ -542,3 +544,17 @@ def test_a_truncated_jpeg_is_refused_whatever_follows_it(tmp_path):
         path = write(tmp_path / name, data)
         assert image_problem(path) == "not a whole JPEG (truncated or damaged)", name
         assert read_image(path) is None, name
+
+
+_JPEG_FOR_PROPERTIES = cv2.imencode(".jpg", np.full((24, 32, 3), 90, np.uint8))[1].tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(suffix=st.binary(max_size=600), junk=st.binary(max_size=600))
+def test_the_jpeg_walk_finds_the_end_whatever_follows_and_never_fails_on_garbage(suffix, junk):
+    from edge.runtime.sources import _jpeg_end
+
+    jpeg = _JPEG_FOR_PROPERTIES
+    assert _jpeg_end(jpeg + suffix) == len(jpeg)  # the image's own end, not a marker inside what follows
+    end = _jpeg_end(b"\xff\xd8" + junk)  # garbage after a start marker: an end inside it, or none, never an error
+    assert end is None or 2 < end <= len(junk) + 2
