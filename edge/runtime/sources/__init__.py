@@ -556,7 +556,9 @@ def open_source(
     if hasattr(cfg, "format"):
         check_source_format(cfg, "source")  # also for a SourceConfig made in code, which load_config never saw
     fmt = "bgr"
-    scheme = uri.split("://", 1)[0].lower() + "://" if "://" in uri else ""  # RTSP://cam is rtsp://cam
+    scheme = uri.split("://", 1)[0].lower() + "://" if "://" in uri else ""
+    if scheme:  # RTSP://cam is rtsp://cam (RFC 3986), and FFmpeg knows its protocols by their lower-case names only
+        uri = scheme + uri.split("://", 1)[1]
     if scheme == "asset://":
         from edge import assets
 
