@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import cv2
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from edge.config import ReconnectConfig, SourceConfig
@@ -605,7 +605,7 @@ def test_a_bgr_camera_that_delivers_one_channel_is_refused(capture):
 def file_of_frames(capture, monkeypatch, tmp_path, declared, held):
     """A video file whose header declares ``declared`` frames and which holds ``held`` (the fake cv2.VideoCapture
     serves them again on every open, as a reopened file starts from its beginning)."""
-    clip = [np.full((30, 40, 3), i, np.uint8) for i in range(held)]
+    clip = [np.full((30, 40, 3), i % 256, np.uint8) for i in range(held)]
 
     def open_clip(*args):
         capture.frames[:] = list(clip)
@@ -756,6 +756,7 @@ _JPEG_FOR_PROPERTIES = cv2.imencode(".jpg", np.full((24, 32, 3), 90, np.uint8))[
 
 @settings(max_examples=200, deadline=None)
 @given(suffix=st.binary(max_size=600), junk=st.binary(max_size=600))
+@example(suffix=b"", junk=b"\xff")  # a marker's first byte as the last byte: the walk stops before it
 def test_the_jpeg_walk_finds_the_end_whatever_follows_and_never_fails_on_garbage(suffix, junk):
     from edge.runtime.sources import _jpeg_end
 
@@ -763,3 +764,61 @@ def test_the_jpeg_walk_finds_the_end_whatever_follows_and_never_fails_on_garbage
     assert _jpeg_end(jpeg + suffix) == len(jpeg)  # the image's own end, not a marker inside what follows
     end = _jpeg_end(b"\xff\xd8" + junk)  # garbage after a start marker: an end inside it, or none, never an error
     assert end is None or 2 < end <= len(junk) + 2
+
+
+# -- the third mutation sample ------------------------------------------------------------------------------------
+
+
+def test_fill_bytes_before_a_marker_do_not_hide_a_jpegs_end(tmp_path):
+    """Fill bytes (T.81 B.1.1.2) before the frame header, and data after the end: the walk steps over them."""
+    jpeg = with_fill_bytes(encoded(".jpg"), 3)
+    path = write(tmp_path / "filled.jpg", jpeg + bytes(range(256)) * 8)
+    assert image_problem(path) is None and read_image(path).shape == (30, 40, 3)
+
+
+def test_the_size_is_read_from_a_head_that_ends_with_it():
+    """The frame header's width sits in its last two bytes (T.81 B.2.2): a head cut right after them still tells."""
+    jpeg = encoded(".jpg")
+    at = jpeg.find(b"\xff\xc0")
+    assert _jpeg_size(jpeg[: at + 9]) == (40, 30) and _jpeg_size(jpeg[: at + 8]) is None
+
+
+@pytest.mark.parametrize("name", ["a.jpeg", "a.JPEG", "a.Jpg"])
+def test_every_spelling_of_the_jpeg_extension_is_checked(tmp_path, name):
+    assert image_problem(write(tmp_path / name, encoded(".jpg")[:-2])) == "not a whole JPEG (truncated or damaged)"
+
+
+def test_netpbm_and_tiff_headers(tmp_path):
+    """PGM/PPM start with P2/P3/P5/P6 then width and height as decimal numbers (netpbm's definition); a TIFF with II*\\0
+    (little-endian) or MM\\0* (big-endian)."""
+    for name in ("a.ppm", "a.pgm"):
+        assert image_problem(write(tmp_path / name, b"P6\n40 30\n255\n" + bytes(3600))) is None, name
+        assert image_problem(write(tmp_path / name, b"P9\n40 30\n255\n" + bytes(10))) == "not a PGM/PPM", name
+        assert image_problem(write(tmp_path / name, b"P6\n40 x\n255\n" + bytes(10))) == "not a PGM/PPM", name
+        assert image_problem(write(tmp_path / name, b"P6\nx 30\n255\n" + bytes(10))) == "not a PGM/PPM", name
+    assert image_problem(write(tmp_path / "big.ppm", b"P6\n9000 8000\n255\n")) == "9000x8000 pixels, over the 67-megapixel cap"
+    for head in (b"II*\x00", b"MM\x00*"):
+        assert image_problem(write(tmp_path / "a.tif", head + bytes(60))) is None, head
+    assert image_problem(write(tmp_path / "a.tiff", b"MM*\x00" + bytes(60))) == "not a TIFF"
+
+
+@pytest.mark.parametrize("held,told", [(297, False), (296, True)])
+def test_a_file_a_little_short_of_its_declared_count_is_not_told(capture, monkeypatch, tmp_path, caplog, held, told):
+    """Containers' frame counts are estimates: 1 % short (at least 2 frames) passes silently, more is a warning."""
+    path = file_of_frames(capture, monkeypatch, tmp_path, declared=300, held=held)
+    src = open_source(src_cfg(path), threading.Event())
+    with caplog.at_level(logging.WARNING, logger="edge.source"):
+        assert len(read_all(src)) == held
+    assert bool(edge_log(caplog)) is told
+
+
+def test_each_time_a_stream_comes_back_is_counted(capture):
+    capture.opens = [False, True, False]  # down at the start, back, lost again, back
+    capture.frames.append(np.zeros((10, 10, 3), np.uint8))
+    src = open_source(stream_cfg("rtsp://127.0.0.1:8554/cam", 0), threading.Event(), late=True)
+    assert src.read() is not None and src.info()["reconnects"] == 1
+    capture.frames.append(None)  # the stream drops
+    capture.frames.append(np.zeros((10, 10, 3), np.uint8))
+    while src.read() is None:
+        pass
+    assert src.info()["reconnects"] == 2
