@@ -822,3 +822,15 @@ def test_each_time_a_stream_comes_back_is_counted(capture):
     while src.read() is None:
         pass
     assert src.info()["reconnects"] == 2
+
+
+def test_a_name_opencv_cannot_take_is_refused_naming_it():
+    """A file name holding bytes that are not UTF-8 reaches Python as a str with surrogates (os.fsdecode); OpenCV's
+    binding would crash on it, so it is refused in one line that shows the name, escaped."""
+    from edge.runtime.sources import opencv_name
+
+    name = os.fsdecode(b"/tmp/cam\xff.mp4")
+    with pytest.raises(EdgeError) as err:
+        opencv_name(name, "source")
+    assert str(err.value) == "source '/tmp/cam\\udcff.mp4': OpenCV cannot open a name that is not UTF-8; rename it"
+    assert opencv_name("/tmp/cam.mp4", "source") == "/tmp/cam.mp4"
