@@ -827,6 +827,8 @@ def test_each_time_a_stream_comes_back_is_counted(capture):
 def test_a_name_opencv_cannot_take_is_refused_naming_it():
     """A file name holding bytes that are not UTF-8 reaches Python as a str with surrogates (os.fsdecode); OpenCV's
     binding would crash on it, so it is refused in one line that shows the name, escaped."""
+    import os
+
     from edge.runtime.sources import opencv_name
 
     name = os.fsdecode(b"/tmp/cam\xff.mp4")
