@@ -21,7 +21,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -432,31 +432,32 @@ def _is_jpeg(p: str, head: bytes) -> bool:
     return os.path.splitext(p)[1].lower() in (".jpg", ".jpeg") and head.startswith(b"\xff\xd8")
 
 
-def _jpeg_end(data: bytes) -> Optional[int]:
-    """Where a JPEG's end-of-image marker ends, found by walking its marker segments (by their lengths, so an EXIF
-    thumbnail's own end marker is skipped) and its entropy-coded data, in which a 0xFF byte is followed by 0x00 or a
-    restart marker (ITU-T T.81, B.1.1); None when the image has no end (truncated)."""
+def _jpeg_markers(data: bytes) -> Iterator[Tuple[int, int]]:
+    """(offset, marker) of each marker after a JPEG's start, walking its segments by their lengths (so an EXIF
+    thumbnail inside one, with its own end marker, is stepped over) and each scan's entropy-coded data, in which a
+    0xFF byte is followed by 0x00 or a restart marker (ITU-T T.81, B.1.1); it stops where the data stops being a JPEG."""
     at, n = 2, len(data)
     while at + 1 < n:
         if data[at] != 0xFF:
-            return None
+            return
         marker = data[at + 1]
-        if marker == 0xFF:  # fill byte
+        if marker == 0xFF:  # fill byte (B.1.1.2)
             at += 1
             continue
+        yield at, marker
         if marker == 0xD9:
-            return at + 2
+            return
         if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # markers without a length
             at += 2
             continue
         if at + 4 > n:
-            return None
+            return
         at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
         if marker == 0xDA:  # start of scan: coded data runs to the next marker
             while True:
                 at = data.find(b"\xff", at)
                 if at < 0 or at + 1 >= n:
-                    return None
+                    return
                 following = data[at + 1]
                 if following == 0 or 0xD0 <= following <= 0xD7:
                     at += 2
@@ -465,8 +466,12 @@ def _jpeg_end(data: bytes) -> Optional[int]:
                 elif following in _AFTER_SCAN:
                     break
                 else:  # no marker a JPEG puts after its coded data: damaged, or data after a truncated image
-                    return None
-    return None
+                    return
+
+
+def _jpeg_end(data: bytes) -> Optional[int]:
+    """Where a JPEG's end-of-image marker ends; None when the image has none (truncated)."""
+    return next((at + 2 for at, marker in _jpeg_markers(data) if marker == 0xD9), None)
 
 
 # What may follow a scan's coded data (T.81, B.2.1 and B.5): the end of the image, another scan, tables (DQT, DHT,
@@ -476,18 +481,11 @@ _AFTER_SCAN = frozenset([0xD9, 0xDA, 0xDB, 0xC4, 0xCC, 0xDD, 0xDC, 0xFE, *range(
 
 def _jpeg_size(data: bytes) -> Optional[Tuple[int, int]]:
     """(width, height) from a JPEG's start-of-frame marker, or None when it is not within ``data``."""
-    at = 2
-    while at + 9 <= len(data):
-        if data[at] != 0xFF:
-            return None
-        marker = data[at + 1]
-        if marker == 0xFF:  # fill byte
-            at += 1
-            continue
-        length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+    for at, marker in _jpeg_markers(data):
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOF: P, then Y (lines), X (T.81 B.2.2)
+            if at + 9 > len(data):
+                return None
             return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(data[at + 5 : at + 7], "big")
-        at += 2 + length
     return None
 
 
