@@ -395,6 +395,7 @@ def test_v4l2_camera_for_the_gpu_sets_size_rate_then_raw_yuyv(capture, tmp_path)
         (cv2.CAP_PROP_CONVERT_RGB, 0),
     ]
     assert src.format == "yuyv" and src.info()["colour"] == "bt601-full"
+    assert src.description == f"v4l2://{device}" and src.info()["uri"] == f"v4l2://{device}"  # as the user wrote it
     capture.frames.append(np.zeros((720, 1280, 2), np.uint8))  # the camera's YUYV bytes
     frame = src.read()
     assert frame.format == "yuyv" and src.format == "yuyv"
@@ -669,6 +670,9 @@ def test_an_os2_bmp_that_opencv_decodes_is_not_refused(tmp_path):
     path = write(tmp_path / "os2.bmp", data)
     assert image_problem(path) is None
     np.testing.assert_array_equal(read_image(path), small_image())
+    # past the pixel cap, both 16-bit sizes read whole (the height's high byte too: 8000 is 0x1F40)
+    big = write(tmp_path / "big.bmp", data[:18] + struct.pack("<HH", 9000, 8000) + data[22:])
+    assert image_problem(big) == "9000x8000 pixels, over the 67-megapixel cap"
 
 
 def test_an_upper_case_stream_scheme_reaches_ffmpeg_as_the_protocol_it_names(capture):
