@@ -14,6 +14,8 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Any, Callable, Dict, Optional
 
@@ -142,6 +144,28 @@ def _raise_on_stop_signals() -> Dict[int, Any]:
         return {}
 
 
+def _redelivering(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A ``sys.unraisablehook`` that gives a stop back to the command: a signal's handler runs at the main thread's
+    next bytecode, which may be inside a finalizer (a ``__del__``, or a generator the garbage collector closes), and
+    Python drops what a finalizer raises ("Exception ignored in ..."), so the command went on to the end and exited
+    0. The signal is sent again from another thread a moment later, once this hook has returned (sent at once, it
+    landed in the hook itself, which drops it too); landing in another finalizer, it comes back here."""
+
+    def again(signum: int) -> None:
+        time.sleep(0.02)
+        os.kill(os.getpid(), signum)
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, (Terminated, KeyboardInterrupt)):
+            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+            threading.Thread(target=again, args=(signum,), name="stop-again", daemon=True).start()
+            return
+        previous(unraisable)
+
+    return hook
+
+
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -158,6 +182,8 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
             pass  # stderr is gone too
 
     previous = _raise_on_stop_signals()
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _redelivering(unraisable)
     try:
         return fn(args)
     except EdgeError as exc:
@@ -187,5 +213,6 @@ def guard(prog: str, fn: Callable[[argparse.Namespace], int], args: argparse.Nam
         )
         return 1
     finally:
+        sys.unraisablehook = unraisable
         for sig, handler in previous.items():
             signal.signal(sig, handler)
