@@ -191,6 +191,10 @@ _FINALIZER_STOP = """
 import argparse, gc, os, signal, sys, time
 from edge.errors import guard
 
+# Python leaves SIGINT ignored when it starts ignored (a job started in the background, as CI runs this suite);
+# a terminal's Ctrl-C reaches a process that raises KeyboardInterrupt, as here.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 class Cyclic:  # garbage only the collector frees: its __del__ runs wherever a collection starts
     def __init__(self):
         self.me = self
