@@ -237,7 +237,9 @@ def test_sigterm_run_of_edge_run_returns_every_frame_buffer(tmp_path, demo_model
         text=True,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(p.stat().st_size > 5000 for p in tmp_path.glob(".r.*.partial.jsonl")):
+    # about 50 result lines: well past the 21 frames the ring can hold in flight (at 5000 bytes, about 20 lines, a run
+    # was once stopped with exactly 21 captured, and reuse could not be told from one buffer per frame)
+    while time.monotonic() < deadline and not any(p.stat().st_size > 12000 for p in tmp_path.glob(".r.*.partial.jsonl")):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
