@@ -29,7 +29,6 @@ from edge.runtime.runner import (
     check_run_outputs,
     fit_model,
     log_metadata,
-    write_summary,
 )
 from edge.runtime.schedule.pool import Engine, Lane, Pool
 from edge.runtime.sources import open_source
@@ -261,8 +260,7 @@ def run(cfg: Any) -> int:
         runner.post.head_info,
     )
     log_metadata(runner.backend)
-    summary, error = runner.run()
-    write_summary(cfg, summary)  # the files first: a stdout that fails must not cost the summary file
+    summary, error = runner.run()  # --summary-json is written: a stdout that fails must not cost the summary file
     emit(format_summary(summary))
     emit(redact(format_pool(summary)))  # a lane's error may quote a camera URI
     emit(redact(f"backend {summary['backend']} ({summary['device']}); " + "; ".join(summary["outputs"] or ["no sinks"])))

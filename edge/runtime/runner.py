@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edge.errors import STOP_SIGNALS, EdgeError, RunFailed, emit, one_line
+from edge.errors import STOP_SIGNALS, EdgeError, RunFailed, Terminated, emit, one_line
 from edge.lazy import available
 from edge.manifest import read_l4t
 from edge.metadata import NONE, describe
@@ -201,7 +201,26 @@ class Runner:
         return notes
 
     def run(self) -> Tuple[dict, Optional[EdgeError]]:
-        """Run to the end of the source, the frame/duration limit or a signal. Returns (summary, error or None)."""
+        """Run to the end of the source, the frame/duration limit or a signal; write --summary-json. Returns (summary,
+        error or None). The run's signal handlers stay until the summary file is written: a stop that came while the
+        outputs were being closed raised out of the guard's handler and lost this run's results and summary."""
+        restore = _install_signal_handlers(self.pipeline) if threading.current_thread() is threading.main_thread() else {}
+        try:
+            idle_w = self._start_telemetry()
+            self._loop()
+            summary, error = self._finish(idle_w)
+            write_summary(self.cfg, summary)
+            return summary, error
+        except BaseException:
+            for sink in self.sinks:
+                sink.discard()  # committed ones have no temp left; the previous file of every other stays
+            raise
+        finally:
+            for sig, handler in restore.items():
+                signal.signal(sig, handler)
+
+    def _loop(self) -> None:
+        """Frames until the pipeline is done, a drain runs past DRAIN_TIMEOUT_S or an abort leaves only capture."""
         cfg, p = self.cfg, self.pipeline
         # systemd (Type=notify): READY after the first frame, WATCHDOG only while frames flow, STATUS, STOPPING.
         notifier = Notifier.from_env()
@@ -214,8 +233,6 @@ class Runner:
             self.servers.frame_done(packet)
 
         p.on_frame = frame_done if notifier.enabled or self.servers.observing else None
-        restore = _install_signal_handlers(p) if threading.current_thread() is threading.main_thread() else {}
-        idle_w = self._start_telemetry()
         t0 = time.monotonic()
         interval = cfg.pipeline.status_interval_s
         next_status = t0 + interval
@@ -248,14 +265,11 @@ class Runner:
                     notifier.stopping()
                     stopping_sent = True
         finally:
-            for sig, handler in restore.items():
-                signal.signal(sig, handler)
             if not stopping_sent:
                 notifier.stopping()
             notifier.close()
         if p.abort_event.is_set():
             p.count_abandoned()
-        return self._finish(idle_w)
 
     def _finish(self, idle_w: Optional[float]) -> Tuple[dict, Optional[EdgeError]]:
         """Close everything and put the summary together."""
@@ -331,16 +345,24 @@ def _open_sampler(cfg: Any) -> Any:
     )
 
 
-def _install_signal_handlers(p: Pipeline) -> dict:
-    """First SIGINT/SIGTERM drains and stops; a second one aborts."""
+def _install_signal_handlers(p: Any) -> dict:
+    """First SIGINT/SIGTERM drains and stops; a second one aborts; once every frame is through (the outputs are being
+    written) one more ends the command at once, as the guard's handlers do: the outputs not yet written are given
+    up and the previous ones stay."""
 
     def handler(signum: int, _frame: Any) -> None:
-        if p.stop_event.is_set():
+        name = signal.Signals(signum).name
+        if p.abort_event.is_set():
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        if p.done.is_set():
+            p.abort()  # nothing is in flight: what is left is writing the outputs, which the next signal gives up
+            _tell(f"edge-run: {name}: every frame is through, writing the outputs (another signal ends at once)")
+        elif not p.stop_event.is_set():
+            _tell(f"edge-run: {name}: stopping capture, draining the pipeline")
+            p.stop()
+        else:
             _tell("edge-run: second signal, aborting without draining")
             p.abort()
-        else:
-            _tell(f"edge-run: {signal.Signals(signum).name}: stopping capture, draining the pipeline")
-            p.stop()
 
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, *STOP_SIGNALS)}
 
@@ -496,8 +518,7 @@ def run(cfg: Any) -> int:
         runner.source.description,
     )
     log_metadata(runner.backend)
-    summary, error = runner.run()
-    write_summary(cfg, summary)  # the files first: a stdout that fails must not cost the summary file
+    summary, error = runner.run()  # --summary-json is written: a stdout that fails must not cost the summary file
     emit(format_summary(summary))
     ran = f"backend {summary['backend']} ({summary['device']})"
     if summary["dla_core"] is not None:

@@ -33,6 +33,12 @@ class Sink:
         """Finish; return a note for the summary (where the output is) or None."""
         return None
 
+    def discard(self) -> None:
+        """Give up an output not yet committed (the run was stopped before its close): no temp file stays behind."""
+        staged = getattr(self, "staged", None)
+        if staged is not None:
+            staged.discard()
+
 
 class JsonlSink(Sink):
     name = "results"
