@@ -271,6 +271,55 @@ def test_fix_cascades_a_global_average_pool_over_a_map_of_unequal_sides():
     assert result.max_abs_diff["y"] < 1e-5
 
 
+def test_fix_takes_out_reshapes_that_keep_their_shape_and_keeps_the_rest():
+    """A squeeze-and-excite block as tf2onnx writes it: GlobalAveragePool -> Reshape to the same [1, 8, 1, 1] ->
+    1x1 Conv -> Reshape again -> Mul with the map. The two identity reshapes split the DLA subgraph three times
+    (predicted: a shuffle runs on the GPU); taken out, the readers read their inputs. A reshape that changes the
+    shape, and an identity one whose output the graph returns (its name is the model's interface), stay. The map is
+    11 x 11, so no cascade of pools (windows up to 8) replaces the global one."""
+    rng = np.random.default_rng(2)
+    shape = lambda name, dims: numpy_helper.from_array(np.array(dims, np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["a"], name="conv0", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["a"], ["g"], name="gap"),
+        helper.make_node("Reshape", ["g", "s4"], ["g1"], name="same1"),
+        helper.make_node("Reshape", ["g1", "s4"], ["g2"], name="same2"),  # a chain of two
+        helper.make_node("Conv", ["g2", "w1"], ["e"], name="excite"),
+        helper.make_node("Sigmoid", ["e"], ["e1"], name="gate"),
+        helper.make_node("Reshape", ["e1", "s4"], ["e2"], name="same3"),
+        helper.make_node("Mul", ["a", "e2"], ["y"], name="scale"),
+        helper.make_node("Reshape", ["y", "flat"], ["z"], name="flatten"),  # [1, 8, 11, 11] -> [1, 968]: stays
+        helper.make_node("Reshape", ["g", "s4"], ["g_out"], name="same_out"),  # an output: stays
+    ]
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w0"),
+        numpy_helper.from_array(rng.standard_normal((8, 8, 1, 1)).astype(np.float32), "w1"),
+        shape("s4", [1, 8, 1, 1]),
+        shape("flat", [1, 968]),
+    ]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("z", "g_out")]
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 11, 11])], outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    before = predict(model)
+    assert [n.name for n in before.nodes if n.rule == "shuffle"] == ["same1", "same2", "same3", "flatten", "same_out"]
+    result = fix(model)
+    assert [(s.name, s.sites) for s in result.steps] == [("identity-reshape-removed", 3)]
+    kept = [(n.name, list(n.input)) for n in result.model.graph.node]
+    assert kept == [
+        ("conv0", ["x", "w0"]),
+        ("gap", ["a"]),
+        ("excite", ["g", "w1"]),
+        ("gate", ["e"]),
+        ("scale", ["a", "e1"]),
+        ("flatten", ["y", "flat"]),
+        ("same_out", ["g", "s4"]),
+    ]
+    step = result.steps[0]
+    assert (step.before["gpu_nodes"], step.after["gpu_nodes"]) == (before.gpu_nodes, before.gpu_nodes - 3)
+    assert step.after["transitions"] < step.before["transitions"]
+    assert max(result.max_abs_diff.values()) < 1e-5
+
+
 @pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER"])
 def test_fix_makes_xaviers_average_pool_inclusive_only_where_nothing_is_padded(auto_pad):
     """Xavier's DLA pools with inclusive padding only. Without padding both modes average the same cells, so

@@ -3,7 +3,8 @@
 Every rewrite replaces a pattern the DLA rejects with operators it accepts and that compute the same function
 (up to float rounding): a static input shape for a dynamic one, HardSwish/HardSigmoid as Mul+Add+Clip,
 division by a constant as multiplication by its reciprocal, GlobalAveragePool as a cascade of small average
-pools over equal blocks, a too-wide convolution as two convolutions and a channel concat. Each step is
+pools over equal blocks, a too-wide convolution as two convolutions and a channel concat, a reshape that keeps
+its input's shape (tf2onnx writes them around squeeze-and-excite blocks) taken out. Each step is
 reported with the prediction before and after it, and the result is checked with ONNX Runtime.
 """
 
@@ -219,7 +220,38 @@ def _fix_wide_conv(ed: _Editor, g: Any, lim: Limits) -> int:
     return ed.replace(rewrite)
 
 
+_RESHAPES = ("Reshape", "Squeeze", "Unsqueeze", "Flatten")
+
+
+def _fix_identity_reshape(ed: _Editor, g: Any, lim: Limits) -> int:
+    """A reshape whose static output shape is its input's moves no data, yet TensorRT's DLA takes no shuffle: each
+    one split a DLA subgraph in two. Its readers read its input instead; one the graph outputs stays (its name)."""
+    outputs = set(g.outputs)
+    alias: Dict[str, str] = {}
+    for node in ed.model.graph.node:
+        if node.op_type in _RESHAPES and node.output[0] not in outputs:
+            dims = g.shape(node.input[0])
+            if is_static(dims) and g.shape(node.output[0]) == dims:
+                alias[node.output[0]] = node.input[0]
+    if not alias:
+        return 0
+
+    def source(name: str) -> str:
+        while name in alias:  # a chain of them
+            name = alias[name]
+        return name
+
+    kept = [node for node in ed.model.graph.node if node.output[0] not in alias or node.op_type not in _RESHAPES]
+    for node in kept:
+        for i, name in enumerate(node.input):
+            node.input[i] = source(name)
+    del ed.model.graph.node[:]
+    ed.model.graph.node.extend(kept)
+    return len(alias)
+
+
 REWRITES: List[Tuple[str, Callable[[_Editor, Any, Limits], int]]] = [
+    ("identity-reshape-removed", _fix_identity_reshape),
     ("hardswish-as-mul-add-clip", _fix_hardswish),
     ("hardsigmoid-as-mul-add-clip", _fix_hardsigmoid),
     ("div-by-constant-as-mul", _fix_div_const),

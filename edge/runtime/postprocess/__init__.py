@@ -120,7 +120,7 @@ def load_labels(cfg: Any) -> List[str]:
 
     path = Path(cfg.resolve_path(labels))
     try:
-        return read_capped(path, MAX_LABELS_BYTES).decode("utf-8").splitlines()
+        return read_capped(path, MAX_LABELS_BYTES).decode("utf-8-sig").splitlines()  # a BOM from Notepad is no label
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{cfg.name_of('task.labels')}: {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"

@@ -561,7 +561,12 @@ def open_source(
         from edge import assets
 
         path = assets.resolve(uri[len("asset://") :])
-        src: Source = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
+        # A photo is decoded as a file path's is: through FFmpeg (VideoCapture) its colours differed by up to 74 levels
+        src: Source = (
+            ImageSource([str(path)], uri, cfg.loop)
+            if path.suffix.lower() in IMAGE_EXTS
+            else CaptureSource(str(path), uri, live=False, loop=cfg.loop)
+        )
     elif scheme in ("rtsp://", "rtsps://", "http://", "https://"):
         r = cfg.reconnect
         src = StreamSource(uri, r.initial_delay_s, r.max_delay_s, r.max_attempts, stop, late=late)
