@@ -288,7 +288,8 @@ def test_fix_takes_out_reshapes_that_keep_their_shape_and_keeps_the_rest():
         helper.make_node("Sigmoid", ["e"], ["e1"], name="gate"),
         helper.make_node("Reshape", ["e1", "s4"], ["e2"], name="same3"),
         helper.make_node("Mul", ["a", "e2"], ["y"], name="scale"),
-        helper.make_node("Reshape", ["y", "flat"], ["z"], name="flatten"),  # [1, 8, 11, 11] -> [1, 968]: stays
+        helper.make_node("Reshape", ["y", "flat"], ["f"], name="flatten"),  # [1, 8, 11, 11] -> [1, 968]: stays
+        helper.make_node("Relu", ["f"], ["z"], name="relu"),
         helper.make_node("Reshape", ["g", "s4"], ["g_out"], name="same_out"),  # an output: stays
     ]
     inits = [
@@ -312,12 +313,29 @@ def test_fix_takes_out_reshapes_that_keep_their_shape_and_keeps_the_rest():
         ("gate", ["e"]),
         ("scale", ["a", "e1"]),
         ("flatten", ["y", "flat"]),
+        ("relu", ["f"]),
         ("same_out", ["g", "s4"]),
     ]
     step = result.steps[0]
     assert (step.before["gpu_nodes"], step.after["gpu_nodes"]) == (before.gpu_nodes, before.gpu_nodes - 3)
     assert step.after["transitions"] < step.before["transitions"]
     assert max(result.max_abs_diff.values()) < 1e-5
+
+
+def test_fix_leaves_a_reshape_whose_shapes_are_unknown_even_when_they_read_alike():
+    """(?, ?) -> (?, ?) may be 2 x 8 -> 4 x 4: only static shapes that are equal make a reshape that moves nothing."""
+    from types import SimpleNamespace
+
+    from edge.dla.fix import _Editor, _fix_identity_reshape
+
+    node = helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape")
+    tail = helper.make_node("Relu", ["r"], ["y"], name="relu")
+    graph = helper.make_graph([node, tail], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    for dims, removed in (((None, None), 0), (("n", 16), 0), ((2, 8), 1)):
+        g = SimpleNamespace(outputs=["y"], shape=lambda name, d=dims: d)
+        work = helper.make_model(graph)
+        assert _fix_identity_reshape(_Editor(work), g, None) == removed, dims
+        assert [n.name for n in work.graph.node] == (["relu"] if removed else ["reshape", "relu"])
 
 
 @pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER"])
