@@ -151,6 +151,17 @@ ASSETS: dict[str, Asset] = {
             "Apache-2.0",
         ),
         Asset(
+            "table-lines",
+            "pypi",
+            "wired-table-rec==1.1.9",
+            "wired_table_rec/models/cycle_center_net_v2.onnx",
+            "0ea48d3a17e35ef5c2e498a5e799566073234d39b1079ca21d9f4fafe73c6d20",
+            "RapidAI's table-line segmenter (wired-table-rec's \"plus\" model): NCHW RGB, ImageNet mean/std on 0..255, any "
+            "size (its package fits the page in 1024x1024); class ids [1,batch,h,w] int64: 0 background, 1 horizontal, "
+            "2 vertical line",
+            "Apache-2.0",
+        ),
+        Asset(
             "messi",
             "apt",
             "opencv-doc=4.6.0+dfsg-12",

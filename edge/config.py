@@ -766,6 +766,7 @@ def check_pool(cfg: Any, origin: str) -> None:
         seen[src.name] = i
         if not src.uri.strip():
             raise bad(f"{key}.uri", "a source URI (file, folder, /dev/videoN, csi://N, rtsp://...)", src.uri)
+        check_asset_uri(src.uri, origin, f"{key}.uri")
         if src.format not in ("auto", "bgr") and not src.uri.strip().startswith(CAMERA_PREFIXES):
             raise key_error(
                 origin, f"{key}.format", f"{src.format} is what a camera delivers; {short(src.uri, 60)} decodes to bgr"
@@ -816,8 +817,18 @@ def check_pool(cfg: Any, origin: str) -> None:
 CAMERA_PREFIXES = ("csi://", "v4l2://", "/dev/video")
 
 
+def check_asset_uri(uri: str, origin: str, key: str) -> None:
+    """An asset:// source names a pinned asset: a misspelt one is refused here, not after the model has loaded."""
+    from edge.assets import ASSETS
+
+    scheme, _, name = uri.strip().partition("://")
+    if scheme.lower() == "asset" and name not in ASSETS:
+        raise key_error(origin, key, f"unknown asset {short(name, 60)}; known: {', '.join(ASSETS)} (`edge assets list`)")
+
+
 def check_source_format(src: SourceConfig, origin: str) -> None:
     """source.format other than auto/bgr is for cameras: files, folders and streams decode to BGR."""
+    check_asset_uri(src.uri, origin, "source.uri")
     if src.format not in ("auto", "bgr") and not src.uri.strip().startswith(CAMERA_PREFIXES):
         raise key_error(
             origin,

@@ -442,6 +442,11 @@ def test_a_fixed_batch_model_counts_whole_batches_only():
     model = _fixed_batch_model(4)
     graph = prepare(model, {})
     assert fixed_batch(graph) == 4 and fixed_batch(prepare(_tiny_model(), {"x": (1, 3, 8, 8)})) is None
+    # a symbolic batch whose output the file fixes at 1 in front: [1, batch, h, w] class ids of an ArgMax export
+    # (RapidAI's table lines), where images cannot be told apart in a larger batch
+    ids_first = _tiny_model()
+    ids_first.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 1
+    assert fixed_batch(prepare(ids_first, {"x": (1, 3, 8, 8)})) == 1
     rng = np.random.default_rng(3)
     frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(7)]
     images = ImageSet("synthetic", PreprocessSpec(width=8, height=8), lambda i: frames[i], len(frames))

@@ -4,8 +4,8 @@ maps whose every pixel is worked out by hand.
 The real model is the pinned PP-OCRv4 text detector (DBNet, one channel of text probability at the input's size)
 with RapidOCR's own ``DetPreProcess`` and ``DBPostProcess`` (tests/references.py): the bitmap RapidOCR binarises
 (``pred > thresh``) is what edge reports as the text mask, mapped to the frame as OpenCV's nearest-neighbour resize
-(``INTER_NEAREST_EXACT``, pixel centres) maps it. No multi-class segmentation model ships inside a package this
-machine can fetch; the multi-class path is checked on hand-made maps only.
+(``INTER_NEAREST_EXACT``, pixel centres) maps it. A real three-class model, RapidAI's table lines, is checked
+against its own package in tests/test_table_lines.py; other multi-class maps here are made by hand.
 """
 
 from __future__ import annotations

@@ -777,13 +777,20 @@ def _task(cfg: Any, model: Any, graph: Any, spec: Any, path: Path, notes: List[s
 
     from edge.calib.decisions import TaskDecisions
     from edge.errors import ConfigError
+    from edge.lazy import require
     from edge.metadata import from_onnx
     from edge.runtime.engines import TensorInfo
     from edge.runtime.postprocess import create_postprocessor
 
     if cfg.task.type == "classify":
         return None  # its argmax is its decision: the per-output measure is the right one
-    outputs = [TensorInfo(n, tuple(graph.shape(n) or ()), np.dtype(np.float32)) for n in graph.outputs]
+
+    def dtype(name: str) -> Any:  # class ids computed in the graph are int64: read as scores they were one channel
+        code = graph.dtypes.get(name)
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(code)) if code else np.dtype(np.float32)
+
+    onnx = require("onnx")
+    outputs = [TensorInfo(n, tuple(graph.shape(n) or ()), dtype(n)) for n in graph.outputs]
     try:
         decoder = create_postprocessor(cfg, outputs, spec, from_onnx(str(path), model))  # edge-run's own choice
     except ConfigError:

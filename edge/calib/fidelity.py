@@ -39,6 +39,7 @@ class OutputFidelity:
     signal: float = 0.0  # sum of FP32^2
     noise: float = 0.0  # sum of (FP32 - INT8)^2
     unaligned: int = 0  # batches whose INT8 output had another shape (data-dependent sizes: a graph with its own NMS)
+    integer: bool = False  # class ids or counts: compared value for value, no signal to measure noise against
 
     @property
     def agreement(self) -> float:
@@ -46,8 +47,8 @@ class OutputFidelity:
 
     @property
     def sqnr_db(self) -> float:
-        if self.unaligned and self.signal == 0.0 and self.noise == 0.0:
-            return math.nan  # nothing was compared value for value
+        if self.integer or (self.unaligned and self.signal == 0.0 and self.noise == 0.0):
+            return math.nan  # nothing was compared value for value, or the values are ids (1.8 % differing read inf)
         if self.noise == 0.0:
             return math.inf
         if self.signal == 0.0:
@@ -142,6 +143,7 @@ class FidelityMeter:
                 r.unaligned += 1
                 continue
             if a.dtype.kind != "f":  # an integer output (class ids, counts): decisions only
+                r.integer = True
                 same = a == b
                 r.positions += same.size
                 r.agree += int(same.sum())

@@ -21,7 +21,7 @@ import numpy as np
 
 from edge.calib.datasets import ImageSet
 from edge.errors import EdgeError
-from edge.graph.model import Graph, model_inputs
+from edge.graph.model import Graph, declared_dims, model_inputs
 from edge.lazy import require
 
 BINS = 2048
@@ -398,9 +398,14 @@ def cores() -> int:
 
 
 def fixed_batch(graph: Graph) -> Optional[int]:
-    """The batch size the model's input declares, when it is a number rather than a symbol."""
+    """The batch size the model's input declares, when it is a number rather than a symbol; 1 when the input's
+    batch is a symbol but an output's first axis is a fixed 1: there the batch is not the outputs' first axis
+    (RapidAI's table lines end in class ids [1, batch, h, w]), so images cannot be told apart in a larger batch."""
     dims = next(iter(graph.declared_inputs.values()), ())
-    return dims[0] if dims and isinstance(dims[0], int) and dims[0] > 0 else None
+    if dims and isinstance(dims[0], int) and dims[0] > 0:
+        return dims[0]
+    declared = [declared_dims(o) or (None,) for o in graph.model.graph.output]  # the file's, not those --shape pins
+    return 1 if dims and any(d[0] == 1 for d in declared) else None
 
 
 def run_batch(graph: Graph, images: ImageSet, batch: int) -> Tuple[int, Optional[int]]:

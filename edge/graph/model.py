@@ -278,7 +278,8 @@ def attrs(node: Any) -> Dict[str, Any]:
     return out
 
 
-def _dims(value_info: Any) -> Optional[Dims]:
+def declared_dims(value_info: Any) -> Optional[Dims]:
+    """An input or output's shape as the file declares it: numbers, names of symbolic dimensions, or None."""
     t = value_info.type.tensor_type
     if not t.HasField("shape"):
         return None
@@ -352,7 +353,7 @@ def pin_inputs(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> Any:
     pinned.CopyFrom(model)
     by_name = {i.name: i for i in model_inputs(pinned)}
     for name, dims in shapes.items():
-        declared = _dims(by_name[name]) or ()
+        declared = declared_dims(by_name[name]) or ()
         if declared and len(declared) != len(dims):
             raise EdgeError(f"--shape {name}: the model declares {len(declared)} dimensions {_fmt(declared)}, got {len(dims)}")
         if name in fixed_elsewhere(model, {name: dims}):
@@ -370,7 +371,7 @@ def pin_inputs(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> Any:
 
 def fixed_elsewhere(model: Any, shapes: Dict[str, Tuple[int, ...]]) -> List[str]:
     """The inputs of ``shapes`` whose file declares static dimensions other than the ones asked for."""
-    declared = {i.name: _dims(i) or () for i in model_inputs(model)}
+    declared = {i.name: declared_dims(i) or () for i in model_inputs(model)}
     return [
         name
         for name, dims in shapes.items()
@@ -409,7 +410,7 @@ def prepare(
     """
     require("onnx", "reading ONNX models")
     model = load_model(source)
-    declared = {i.name: _dims(i) for i in model_inputs(model)}  # None: no shape at all, not a scalar
+    declared = {i.name: declared_dims(i) for i in model_inputs(model)}  # None: no shape at all, not a scalar
     model = pin_inputs(model, shapes or {})
     g = model.graph
     values: Dict[str, np.ndarray] = {}
@@ -425,7 +426,7 @@ def prepare(
         found.shapes,
         found.dtypes,
         found.values,
-        {i.name: _dims(i) for i in model_inputs(model)},
+        {i.name: declared_dims(i) for i in model_inputs(model)},
         declared,
         folded=found.folded,
         notes=found.notes,

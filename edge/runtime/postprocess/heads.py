@@ -562,12 +562,12 @@ def _fit_segment(ctx: Context) -> Fit:
     if any(_static(d) and d < 2 for d in grid):
         return f"{t.name} {list(t.shape)} is no map: a segmenter's output is at least 2x2"
     c = t.shape[1] if len(t.shape) == 4 else 0
-    if len(t.shape) == 4 and not _static(c):
-        return f"{t.name} {list(t.shape)}: the number of classes (dimension 1) must be static"
-    if ids:
-        if len(t.shape) == 4 and c != 1:
+    if ids:  # one channel; a dynamic one is the batch of an ArgMax kept at [1, batch, h, w] (RapidAI's table lines)
+        if len(t.shape) == 4 and _static(c) and c != 1:
             return f"{t.name} {list(t.shape)}: integer class ids come in one channel"
         classes = ctx.classes or 0
+    elif len(t.shape) == 4 and not _static(c):
+        return f"{t.name} {list(t.shape)}: the number of classes (dimension 1) must be static"
     else:
         classes = c
         if c > 1 and not ctx.classes_ok(c):

@@ -27,6 +27,8 @@ from edge.runtime.postprocess.masks import rle
 def class_map(value: np.ndarray, name: str, threshold: float, classes: int) -> np.ndarray:
     """(h, w) class ids of one image's output (no batch axis): -1 where a one-channel map is below the threshold."""
     if value.dtype.kind in "iu":
+        if value.ndim == 3 and value.shape[0] != 1:
+            raise RunFailed(f"output '{name}' holds {value.shape[0]} maps of class ids {list(value.shape)}; edge runs one image")
         ids = value.reshape(value.shape[-2:]).astype(np.int64)
         if ids.size and ids.min() < 0:
             raise RunFailed(f"output '{name}' holds class {int(ids.min())}: class ids start at 0; check task.type")
