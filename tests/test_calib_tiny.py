@@ -480,3 +480,35 @@ def test_eval_folder_layouts_are_read_or_refused_in_one_line(tmp_path_factory, f
     # Each image's class index is its folder's first position in the label list, folders in sorted order.
     expected = [names.index(c) for c in classes for _ in range(0 if empty else 1)]
     assert s.labels.tolist() == expected and s.count == len(expected)
+
+
+def test_a_segmenter_whose_graph_ends_in_argmax_is_checked_by_its_class_ids(tmp_path, capsys):
+    """Class ids [1, N, h, w] int64, the batch second (RapidAI's table lines end so): the check decodes them as ids
+    of three classes, one image a run, and the raw output gets no SQNR. Read as float32 they were one channel of
+    scores ("holds class 2, more than the 1 labels name"); two images a run were one map of two."""
+    h, nh = onnx.helper, onnx.numpy_helper
+    rng = np.random.default_rng(5)
+    nodes = [
+        h.make_node("Conv", ["x", "w"], ["scores"], "conv", pads=[1, 1, 1, 1]),
+        h.make_node("ArgMax", ["scores"], ["ids"], "argmax", axis=1, keepdims=1),  # [N, 1, 16, 16]
+        h.make_node("Transpose", ["ids"], ["out"], "batch_second", perm=[1, 0, 2, 3]),  # [1, N, 16, 16]
+    ]
+    graph = h.make_graph(
+        nodes,
+        "ids",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [h.make_tensor_value_info("out", onnx.TensorProto.INT64, [1, "N", 16, 16])],
+        [nh.from_array(rng.normal(0, 0.5, (3, 3, 3, 3)).astype(np.float32), "w")],
+    )
+    model = tmp_path / "ids.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(model))
+    cfg = tmp_path / "seg.yaml"
+    cfg.write_text(f"model:\n  path: {model}\ninput:\n  size: [16, 16]\ntask:\n  type: segment\n  labels: [a, b, c]\n")
+    write_images(tmp_path / "calib", 6, 2)
+    status, out, err = run(
+        capsys, "--config", str(cfg), "--images", str(tmp_path / "calib"), "--cache", str(tmp_path / "s.cache")
+    )
+    assert status == 0, err
+    assert "decisions of segment (3 classes)" in out and "(batch 1)" in err
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("out "))
+    assert row[1] == str(6 * 16 * 16) and row[-1] == "-"  # every pixel of the six images; no SQNR for ids

@@ -695,3 +695,21 @@ def test_a_config_without_a_model_says_how_to_name_one(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(p)
     assert str(e.value) == f"{p}: key 'model': set one of model.path (an ONNX file) or model.asset (see `edge assets list`)"
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("source: {uri: 'asset://megamnd'}\n", "source.uri"),
+        ("source: {uri: 'ASSET://megamnd'}\n", "source.uri"),  # the scheme in any case, as sources open it
+        ("sources:\n  - {uri: 'asset://megamind'}\n  - {uri: 'asset://mesi'}\n", "sources[1].uri"),
+    ],
+)
+def test_an_unknown_asset_source_is_refused_naming_the_key(tmp_path, text, key):
+    """A misspelt asset:// source was found only once the model had loaded (seconds on a large one)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {asset: blazeface-back-256}\n" + text)
+    with pytest.raises(ConfigError, match=rf"key '{re.escape(key)}': unknown asset '(megamnd|mesi)'; known: blazeface"):
+        load_config(path)
+    path.write_text(path.read_text().replace("megamnd", "megamind").replace("mesi", "messi"))
+    load_config(path)  # spelt right, both load
