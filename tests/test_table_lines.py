@@ -21,7 +21,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from edge.config import TaskConfig
+from edge.config import TASK_TYPES, TaskConfig
 from edge.errors import ConfigError, RunFailed
 from edge.runtime.engines import TensorInfo
 from edge.runtime.engines.preprocess import PreprocessSpec, plan_resize
@@ -113,6 +113,11 @@ def test_the_model_is_recognised_and_odd_class_maps_are_refused(table):
     assert (head.kind, head.classes) == ("segment", 3)
     with pytest.raises(ConfigError, match="fit none of edge's decoders"):
         heads.choose(TaskConfig(), [info], spec, LABELS)  # auto never guesses a dense map
+    for declared in sorted(set(TASK_TYPES) - {"auto", "segment"}):  # every other type: refused in one line
+        with pytest.raises((ConfigError, RunFailed)) as err:
+            t = TaskConfig(type=declared)
+            heads.build(heads.choose(t, [info], spec, LABELS), resolved_task(t, declared), [info], spec, LABELS)
+        assert "\n" not in str(err.value), declared
     three = TensorInfo("output", (1, 3, 32, 64), np.dtype(np.int64))
     with pytest.raises(ConfigError, match="integer class ids come in one channel"):
         heads.choose(task, [three], spec, LABELS)
