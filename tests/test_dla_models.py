@@ -364,6 +364,34 @@ def test_fix_makes_xaviers_average_pool_inclusive_only_where_nothing_is_padded(a
         assert result.steps == [] and include == []
 
 
+def test_fix_counts_each_unpadded_exclusive_pool_on_xavier_and_leaves_padded_and_inclusive_ones():
+    """Four pools after one convolution: exclusive without pads (no auto_pad attribute at all: NOTSET by default),
+    exclusive with explicit pads (the modes differ at the border: kept), already inclusive (nothing to do) and
+    exclusive with auto_pad VALID. Two sites; the outputs stay the same."""
+    w = np.random.default_rng(0).standard_normal((8, 8, 1, 1)).astype(np.float32)
+    pools = {
+        "bare": {},
+        "padded": {"pads": [1, 1, 1, 1]},
+        "inclusive": {"count_include_pad": 1},
+        "valid": {"auto_pad": "VALID"},
+    }
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv")]
+    nodes += [helper.make_node("AveragePool", ["a"], [n], name=n, kernel_shape=[3, 3], **kw) for n, kw in pools.items()]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in pools]
+    graph = helper.make_graph(
+        nodes,
+        "pools",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        outs,
+        [numpy_helper.from_array(w, "w")],
+    )
+    result = fix(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "xavier", "8.5")
+    assert [(s.name, s.sites) for s in result.steps] == [("avgpool-inclusive-padding", 2)]
+    include = {n.name: [a.i for a in n.attribute if a.name == "count_include_pad"] for n in result.model.graph.node[1:]}
+    assert include == {"bare": [1], "padded": [], "inclusive": [1], "valid": [1]}
+    assert max(result.max_abs_diff.values()) < 1e-5
+
+
 @pytest.mark.parametrize("opset", [10, 11])
 def test_fix_writes_hardsigmoids_clip_the_way_its_opset_reads_it(opset):
     """Clip takes min and max as attributes up to opset 10 and as inputs from opset 11 (the ONNX operator changelog):
