@@ -1,0 +1,102 @@
+"""The guard every command runs under, in-process: each way a command can end becomes one exit status and at most one
+line, and the stop-signal plumbing (the handlers it installs, the unraisable hook that sends a stop lost in a
+finalizer again) is put back as it was. The same guard in child processes, with real signals: test_hostile_signals."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import signal
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from edge import errors
+from edge.errors import EdgeError, RunFailed, Terminated, guard
+
+if threading.current_thread() is not threading.main_thread():  # signal handlers can be set on the main thread only
+    pytest.skip("signal handlers need the main thread", allow_module_level=True)
+
+
+def _raise(exc: BaseException):
+    def fn(args: argparse.Namespace) -> int:
+        raise exc
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "exc, code, line",
+    [
+        (EdgeError("model m.onnx: file not found"), 2, "edge: error: model m.onnx: file not found"),
+        (RunFailed("sink 'video': disk full"), 1, "edge: error: sink 'video': disk full"),
+        (KeyboardInterrupt(), 130, "edge: interrupted"),
+        (Terminated(signal.SIGTERM), 143, "edge: terminated"),
+        (Terminated(signal.SIGHUP), 129, "edge: stopped by SIGHUP"),
+        (MemoryError(), 1, "edge: error: out of memory; the input is larger than this machine can hold"),
+        (OSError(errno.ENOSPC, "No space left on device"), 2, "edge: error: cannot write the output (No space left"),
+        (ValueError("bad\x1b[31m"), 1, "edge: error: unexpected ValueError: bad\\x1b[31m (a bug in edge; run with"),
+    ],
+)
+def test_each_ending_is_one_line_and_its_exit_status(capsys, exc, code, line):
+    before = {sig: signal.getsignal(sig) for sig in errors.STOP_SIGNALS}
+    hook = errors.sys.unraisablehook
+    assert guard("edge", _raise(exc), argparse.Namespace()) == code
+    err = capsys.readouterr().err
+    assert err.startswith(line) and err.count("\n") == 1, err
+    assert {sig: signal.getsignal(sig) for sig in errors.STOP_SIGNALS} == before  # put back
+    assert errors.sys.unraisablehook is hook
+
+
+def test_a_broken_pipe_ends_quietly_as_cat_does(capsys, monkeypatch):
+    monkeypatch.setattr(errors, "_drop_stdout", lambda: None)  # would point this process's stdout at /dev/null
+    assert guard("edge", _raise(BrokenPipeError()), argparse.Namespace()) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_during_the_command_a_stop_signal_raises_terminated_and_the_hook_is_edges():
+    seen = {}
+
+    def fn(args: argparse.Namespace) -> int:
+        seen["hook"] = errors.sys.unraisablehook
+        signal.raise_signal(signal.SIGHUP)
+        time.sleep(1)  # the handler runs before this ends
+        return 0
+
+    assert guard("edge", fn, argparse.Namespace()) == 128 + signal.SIGHUP
+    assert seen["hook"] is not errors.sys.unraisablehook  # edge's own while it ran, the previous one after
+
+
+def _unraisable(exc: BaseException) -> SimpleNamespace:
+    return SimpleNamespace(exc_value=exc, exc_type=type(exc), exc_traceback=None, err_msg=None, object=None)
+
+
+@pytest.mark.parametrize("exc, sig", [(Terminated(signal.SIGUSR1), signal.SIGUSR1), (KeyboardInterrupt(), signal.SIGINT)])
+def test_a_stop_lost_in_a_finalizer_is_sent_again_once_the_hook_has_returned(exc, sig):
+    """Python drops what a finalizer raises; edge's hook sends the signal again from another thread, a moment later
+    (sent at once, it landed in the hook itself). SIGUSR1 stands in for SIGTERM here: the hook sends whichever
+    signal the Terminated carries, and SIGTERM would end this test run."""
+    got, passed_on = [], []
+    old = signal.signal(sig, lambda signum, frame: got.append((signum, time.monotonic())))
+    try:
+        hook = errors._redelivering(passed_on.append)
+        t0 = time.monotonic()
+        hook(_unraisable(exc))
+        assert got == []  # not in the hook itself
+        deadline = t0 + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        signal.signal(sig, old)
+    assert [s for s, _ in got] == [sig] and passed_on == []
+    assert got[0][1] - t0 >= 0.015  # "a moment later": 20 ms
+
+
+def test_anything_else_a_finalizer_raises_goes_to_the_previous_hook():
+    passed_on = []
+    hook = errors._redelivering(passed_on.append)
+    unraisable = _unraisable(ValueError("in __del__"))
+    hook(unraisable)
+    assert passed_on == [unraisable]
