@@ -16,8 +16,8 @@ import pytest
 from edge import errors
 from edge.errors import EdgeError, RunFailed, Terminated, guard
 
-if threading.current_thread() is not threading.main_thread():  # signal handlers can be set on the main thread only
-    pytest.skip("signal handlers need the main thread", allow_module_level=True)
+# Signal handlers can be set on the main thread only (mutmut runs the tests on another: the guard then installs none)
+needs_main = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals: main thread")
 
 
 def _raise(exc: BaseException):
@@ -56,6 +56,7 @@ def test_a_broken_pipe_ends_quietly_as_cat_does(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+@needs_main
 def test_during_the_command_a_stop_signal_raises_terminated_and_the_hook_is_edges():
     seen = {}
 
@@ -73,6 +74,7 @@ def _unraisable(exc: BaseException) -> SimpleNamespace:
     return SimpleNamespace(exc_value=exc, exc_type=type(exc), exc_traceback=None, err_msg=None, object=None)
 
 
+@needs_main
 @pytest.mark.parametrize("exc, sig", [(Terminated(signal.SIGUSR1), signal.SIGUSR1), (KeyboardInterrupt(), signal.SIGINT)])
 def test_a_stop_lost_in_a_finalizer_is_sent_again_once_the_hook_has_returned(exc, sig):
     """Python drops what a finalizer raises; edge's hook sends the signal again from another thread, a moment later
@@ -100,3 +102,36 @@ def test_anything_else_a_finalizer_raises_goes_to_the_previous_hook():
     unraisable = _unraisable(ValueError("in __del__"))
     hook(unraisable)
     assert passed_on == [unraisable]
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "neither"])
+def test_a_bug_shows_its_traceback_only_when_asked_and_redacted(capsys, monkeypatch, how):
+    """--log-level debug or EDGE_DEBUG=1: the traceback first, with credentials hidden as in every line; else none."""
+    monkeypatch.delenv("EDGE_DEBUG", raising=False)
+    if how == "env":
+        monkeypatch.setenv("EDGE_DEBUG", "1")
+    args = argparse.Namespace(log_level="debug" if how == "flag" else "info")
+    assert guard("edge", _raise(ValueError("rtsp://admin:hunter2@cam/stream")), args) == 1
+    err = capsys.readouterr().err
+    assert ("Traceback (most recent call last)" in err) == (how != "neither")
+    assert "hunter2" not in err and err.endswith("(a bug in edge; run with --log-level debug for details and report it)\n")
+
+
+def test_one_line_cuts_past_the_limit_only():
+    assert errors.one_line("x" * 10, limit=10) == "x" * 10
+    assert errors.one_line("x" * 11, limit=10) == "x" * 10 + "… (1 more characters)"
+    assert errors.one_line("a\nb", limit=10) == "a\\nb"
+
+
+def test_the_log_handler_is_added_once_and_removed():
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    errors.setup_logging("edge", "warning")
+    errors.setup_logging("edge", "info")  # a CLI called twice in one process
+    ours = [h for h in root.handlers if getattr(h, "_edge", False)]
+    assert len(ours) == 1 and root.level == logging.INFO
+    errors.drop_log_handler()
+    root.setLevel(level)
+    assert not any(getattr(h, "_edge", False) for h in root.handlers)
