@@ -56,18 +56,31 @@ def test_a_broken_pipe_ends_quietly_as_cat_does(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
-@needs_main
-def test_during_the_command_a_stop_signal_raises_terminated_and_the_hook_is_edges():
-    seen = {}
+def test_during_the_command_its_args_reach_it_and_the_unraisable_hook_is_edges(monkeypatch):
+    """Edge's hook hands anything but a stop to the hook that was there before, which is put back after."""
+    passed_on = []
+    monkeypatch.setattr(errors.sys, "unraisablehook", passed_on.append)
+    args = argparse.Namespace(log_level="info")
+    odd = _unraisable(ValueError("in __del__"))
 
+    def fn(given: argparse.Namespace) -> int:
+        assert given is args
+        assert errors.sys.unraisablehook != passed_on.append
+        errors.sys.unraisablehook(odd)
+        return 0
+
+    assert guard("edge", fn, args) == 0
+    assert passed_on == [odd] and errors.sys.unraisablehook == passed_on.append
+
+
+@needs_main
+def test_during_the_command_a_stop_signal_raises_terminated():
     def fn(args: argparse.Namespace) -> int:
-        seen["hook"] = errors.sys.unraisablehook
         signal.raise_signal(signal.SIGHUP)
         time.sleep(1)  # the handler runs before this ends
         return 0
 
     assert guard("edge", fn, argparse.Namespace()) == 128 + signal.SIGHUP
-    assert seen["hook"] is not errors.sys.unraisablehook  # edge's own while it ran, the previous one after
 
 
 def _unraisable(exc: BaseException) -> SimpleNamespace:
@@ -93,7 +106,7 @@ def test_a_stop_lost_in_a_finalizer_is_sent_again_once_the_hook_has_returned(exc
     finally:
         signal.signal(sig, old)
     assert [s for s, _ in got] == [sig] and passed_on == []
-    assert got[0][1] - t0 >= 0.015  # "a moment later": 20 ms
+    assert 0.015 <= got[0][1] - t0 < 0.8  # "a moment later": 20 ms
 
 
 def test_anything_else_a_finalizer_raises_goes_to_the_previous_hook():
@@ -114,6 +127,9 @@ def test_a_bug_shows_its_traceback_only_when_asked_and_redacted(capsys, monkeypa
     assert guard("edge", _raise(ValueError("rtsp://admin:hunter2@cam/stream")), args) == 1
     err = capsys.readouterr().err
     assert ("Traceback (most recent call last)" in err) == (how != "neither")
+    if how != "neither":  # Python's own traceback, the exception's line last
+        trace = err.splitlines()[:-1]
+        assert trace[0] == "Traceback (most recent call last):" and trace[-1] == "ValueError: rtsp://admin:***@cam/stream"
     assert "hunter2" not in err and err.endswith("(a bug in edge; run with --log-level debug for details and report it)\n")
 
 
