@@ -167,6 +167,12 @@ def test_outputs_at_another_input_size_or_renamed_are_refused_naming_them(yunet)
         decoder(renamed, SPEC, [], type="yunet")
     with pytest.raises(ConfigError, match="it would have 1 classes but task.labels / the metadata name 2"):
         decoder(out, SPEC, ["face", "mask"], type="yunet")
+    extra = {**out, "features": np.zeros((1, 16), np.float32)}  # an output of the export's own besides the twelve
+    with pytest.raises(ConfigError, match=r"; the model has besides them features; none of edge's decoders fits them$"):
+        decoder(extra, SPEC, [], type="yunet")
+    flat = {**out, "kps_16": out["kps_16"][0]}  # [N, 10]: no batch axis
+    with pytest.raises(ConfigError, match=r"yunet's kps_16 should be \[1, 1600, 10\] at the input 640x640 .* got \[1600, 10\]"):
+        decoder(flat, SPEC, [], type="yunet")
 
 
 def test_nan_is_refused_naming_the_output_and_fp16_decodes_like_fp32(yunet):
