@@ -131,12 +131,17 @@ class Terminated(BaseException):
         return "terminated" if self.signum == signal.SIGTERM else f"stopped by {signal.Signals(self.signum).name}"
 
 
+def stop_exception(signum: int) -> BaseException:
+    """What a stop signal raises in the main thread: Ctrl-C's KeyboardInterrupt, else Terminated."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
 def _raise_on_stop_signals() -> Dict[int, Any]:
     """Install the handlers of STOP_SIGNALS; returns the ones they replaced (none off the main thread, where none
     can be set). edge run installs its own, which drain the pipeline first."""
 
     def handler(signum: int, frame: Any) -> None:
-        raise Terminated(signum)
+        raise stop_exception(signum)
 
     try:
         return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from edge.errors import STOP_SIGNALS, EdgeError, RunFailed, Terminated, emit, one_line
+from edge.errors import STOP_SIGNALS, EdgeError, RunFailed, emit, one_line, stop_exception
 from edge.lazy import available
 from edge.manifest import read_l4t
 from edge.metadata import NONE, describe
@@ -353,7 +353,7 @@ def _install_signal_handlers(p: Any) -> dict:
     def handler(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
         if p.abort_event.is_set():
-            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+            raise stop_exception(signum)
         if p.done.is_set():
             p.abort()  # nothing is in flight: what is left is writing the outputs, which the next signal gives up
             _tell(f"edge-run: {name}: every frame is through, writing the outputs (another signal ends at once)")

@@ -544,6 +544,13 @@ def camera_format(cfg: Any, camera: str, gpu: bool) -> str:
     return fmt
 
 
+def _file_source(path: Path, uri: str, loop: bool) -> Source:
+    """One file: a photo decoded by OpenCV's image reader, anything else a video through VideoCapture."""
+    if path.suffix.lower() in IMAGE_EXTS:
+        return ImageSource([str(path)], uri, loop)
+    return CaptureSource(str(path), uri, live=False, loop=loop)
+
+
 def open_source(
     cfg: Any, stop: threading.Event, base_dir: Optional[Path] = None, gpu: bool = False, late: bool = False
 ) -> Source:
@@ -560,13 +567,8 @@ def open_source(
     if scheme == "asset://":
         from edge import assets
 
-        path = assets.resolve(uri[len("asset://") :])
-        # A photo is decoded as a file path's is: through FFmpeg (VideoCapture) its colours differed by up to 74 levels
-        src: Source = (
-            ImageSource([str(path)], uri, cfg.loop)
-            if path.suffix.lower() in IMAGE_EXTS
-            else CaptureSource(str(path), uri, live=False, loop=cfg.loop)
-        )
+        # the pinned file, opened as a file path is (a photo through VideoCapture differed by up to 74 levels)
+        src: Source = _file_source(assets.resolve(uri[len("asset://") :]), uri, cfg.loop)
     elif scheme in ("rtsp://", "rtsps://", "http://", "https://"):
         r = cfg.reconnect
         src = StreamSource(uri, r.initial_delay_s, r.max_delay_s, r.max_attempts, stop, late=late)
@@ -605,10 +607,7 @@ def open_source(
                 raise EdgeError(f"source '{uri}': folder has no images ({', '.join(sorted(IMAGE_EXTS))})")
             src = ImageSource(files, uri, cfg.loop)
         elif path.is_file():  # before the glob test: a real file named 'a[1].mp4' is that file
-            if path.suffix.lower() in IMAGE_EXTS:
-                src = ImageSource([str(path)], uri, cfg.loop)
-            else:
-                src = CaptureSource(str(path), uri, live=False, loop=cfg.loop)
+            src = _file_source(path, uri, cfg.loop)
         elif any(c in uri for c in "*?["):
             files = sorted(f for f in glob.glob(uri) if Path(f).suffix.lower() in IMAGE_EXTS)
             if not files:
