@@ -307,3 +307,32 @@ def test_a_stop_signal_that_lands_in_a_finalizer_still_stops_the_command(sig, co
         [sys.executable, "-c", _FINALIZER_STOP, str(int(sig))], capture_output=True, text=True, timeout=30, cwd=ROOT
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (code, "", f"edge: {words}\n")
+
+
+def test_a_pool_run_keeps_its_outputs_through_a_stop_while_they_are_written(tmp_path: Path) -> None:
+    """The pool runner shares edge-run's run and its handlers: two sources of the demo clip, one shared results file,
+    a SIGTERM from inside its close: the results and the summary are written, exit 0."""
+    import subprocess
+    import sys
+
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        (ROOT / "configs" / "demo.yaml")
+        .read_text()
+        .replace("source:\n  uri: asset://megamind\n", "sources:\n  - {uri: asset://megamind}\n  - {uri: asset://megamind}\n")
+    )
+    results, summary = tmp_path / "r.jsonl", tmp_path / "s.json"
+    args = ["-c", pool, "--frames", 6, "-q", "--telemetry", "none", "--results", results, "--summary-json", summary]
+    once = subprocess.run(
+        [sys.executable, "-c", _OUTPUTS_STOP, str(int(signal.SIGTERM)), "1", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert once.returncode == 0, once
+    assert "SIGTERM: every frame is through, writing the outputs" in once.stderr
+    s = json.loads(summary.read_text())
+    lines = results.read_text().splitlines()
+    assert len(lines) == s["frames"] == 12 and sorted(s["sources"]) == ["cam0", "cam1"], s.get("sources")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.yaml", "r.jsonl", "s.json"]
