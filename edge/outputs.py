@@ -47,7 +47,8 @@ def _temp_parts(path: Path) -> Tuple[str, str]:
 _TEMP_RE = r"\.{stem}\.(\d+)\.[A-Za-z0-9_]+\.partial{suffix}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (one of another user counts as running)."""
     if pid == os.getpid():
         return True
     try:
@@ -70,7 +71,7 @@ def remove_stale_temps(path: PathLike) -> List[Path]:
         return removed
     for entry in entries:
         m = pattern.fullmatch(entry.name)
-        if not m or _pid_alive(int(m.group(1))):
+        if not m or pid_alive(int(m.group(1))):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

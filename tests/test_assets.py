@@ -129,3 +129,27 @@ def test_pip_downloads_where_the_progress_line_counts_them(tmp_path, monkeypatch
         archive = assets._download(asset, tmp_path)
     assert archive == tmp_path / "w-1.0-py3-none-any.whl"
     assert any("w==1.0: 3.0 MB" in s for s in seen), seen
+
+
+def test_a_killed_fetchs_download_folder_is_removed_by_the_next_fetch(tmp_path, monkeypatch):
+    """A SIGKILL mid-download left /tmp/edge-fetch-* behind, up to a whole wheel (75 MB for table-lines); the next
+    fetch removes those whose process is gone, and never one of a running fetch, a file or a link."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(assets.tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)  # a process that has exited
+    stale = tmp_path / f"edge-fetch-{dead}-abc123"
+    (stale / "download" / ".arriving").mkdir(parents=True)
+    (stale / "download" / "w.whl").write_bytes(b"\0" * 1000)
+    running = tmp_path / f"edge-fetch-{os.getpid()}-def456"
+    running.mkdir()
+    not_a_folder = tmp_path / f"edge-fetch-{dead}-file"
+    not_a_folder.write_text("x")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / f"edge-fetch-{dead}-link"
+    link.symlink_to(target)
+    assets._remove_stale_fetches()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, not_a_folder.name, "elsewhere", link.name])
